@@ -1,0 +1,328 @@
+"""Settings: the built-in defaults, then `planner-config.yaml`, then environment variables.
+
+This is the only module that reads the environment. Everything is validated when the
+settings are built, so a bad value stops start-up with one line that names the field.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+ResponseFormat = Literal["json_object", "json_schema", "none"]
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are typos, so they are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSettings(Section):
+    provider: str = "openai"
+    name: str = Field("gpt-3.5-turbo", min_length=1)
+    # Tried in order after `name` when it fails hard (auth, unknown model, bad answers).
+    fallback_models: list[str] = Field(default_factory=list)
+    temperature: float = Field(0.3, ge=0.0, le=2.0)
+    max_tokens: int = Field(2000, ge=64, le=32_000)
+    base_url: str | None = None
+    response_format: ResponseFormat = "json_object"
+
+    @property
+    def chain(self) -> list[str]:
+        """Every model to try, in order, without repeats."""
+        return list(dict.fromkeys([self.name, *self.fallback_models]))
+
+
+class PlanningSettings(Section):
+    min_steps: int = Field(3, ge=1, le=50)
+    max_steps: int = Field(7, ge=1, le=50)
+    require_validation_step: bool = True
+    require_dependency_check: bool = True
+    # The whole request's budget: every LLM call, retry and wait fits inside it.
+    timeout_seconds: float = Field(10.0, gt=0, le=300)
+
+    @model_validator(mode="after")
+    def _steps_in_order(self) -> PlanningSettings:
+        if self.min_steps > self.max_steps:
+            raise ValueError(
+                f"min_steps ({self.min_steps}) is above max_steps ({self.max_steps})"
+            )
+        return self
+
+
+class RetrySettings(Section):
+    max_llm_calls: int = Field(3, ge=1, le=10)
+    repairs_per_model: int = Field(1, ge=0, le=5)
+    backoff_base_seconds: float = Field(0.25, ge=0, le=30)
+    backoff_max_seconds: float = Field(2.0, ge=0, le=60)
+    # Fraction of each backoff that is randomised, so clients do not retry in lockstep.
+    jitter: float = Field(0.5, ge=0, le=1)
+
+
+class FallbackSettings(Section):
+    enabled: bool = True
+    # Low and fixed, so a caller can tell a rule-based plan from a model's.
+    confidence: float = Field(0.35, ge=0, le=1)
+
+
+class Price(Section):
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+
+class ArmSpec(Section):
+    id: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
+    capabilities: list[str] = Field(min_length=1)
+    description: str = Field(min_length=1)
+    # Words in an action that point at this arm (the rule-based selector's first signal).
+    keywords: list[str] = Field(default_factory=list)
+
+
+class ServerSettings(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    max_body_bytes: int = Field(64 * 1024, ge=1024)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["auto", "json", "console"] = "auto"
+
+
+def _default_arms() -> list[ArmSpec]:
+    return [
+        ArmSpec(
+            id="planner",
+            capabilities=["planning", "task_decomposition", "dependency_resolution"],
+            description="Breaks work down, sequences it and decides between options.",
+            keywords=["plan", "decompose", "design", "prioritize", "prioritise", "decide",
+                      "outline", "strategy", "coordinate", "break down", "schedule"],
+        ),
+        ArmSpec(
+            id="retriever",
+            capabilities=["search", "knowledge_retrieval"],
+            description="Searches code, documentation, knowledge bases and the web.",
+            keywords=["search", "find", "look up", "lookup", "retrieve", "locate", "gather",
+                      "collect", "research", "read", "survey", "fetch documentation",
+                      "identify sources", "review literature", "query", "explore"],
+        ),
+        ArmSpec(
+            id="coder",
+            capabilities=["code_generation", "debugging", "refactoring", "static_analysis"],
+            description="Writes, debugs and refactors code and tests.",
+            keywords=["code", "implement", "write", "function", "refactor", "debug", "fix",
+                      "patch", "program", "script", "class", "module", "api", "bug",
+                      "unit test", "tests", "endpoint", "migration", "schema", "compile"],
+        ),
+        ArmSpec(
+            id="executor",
+            capabilities=["shell", "api_calls", "deployment"],
+            description="Runs commands, test suites, API calls and deployments.",
+            keywords=["run", "execute", "deploy", "install", "build", "launch", "start",
+                      "restart", "provision", "shell", "command", "call the api", "upload",
+                      "download", "release", "rollout", "roll out", "benchmark", "measure"],
+        ),
+        ArmSpec(
+            id="judge",
+            capabilities=["validation", "fact_checking", "quality_assurance"],
+            description="Checks results against acceptance criteria and constraints.",
+            keywords=["validate", "verify", "check", "review", "test", "confirm", "assess",
+                      "evaluate", "audit quality", "fact-check", "approve", "inspect"],
+        ),
+        ArmSpec(
+            id="guardian",
+            capabilities=["pii_detection", "safety_check", "policy_enforcement"],
+            description="Screens for PII, secrets, safety and policy problems.",
+            keywords=["pii", "privacy", "security", "secure", "safety", "safe", "policy",
+                      "compliance", "gdpr", "secret", "credential", "vulnerability",
+                      "sanitize", "sanitise", "redact", "permission", "threat"],
+        ),
+    ]
+
+
+def _default_aliases() -> dict[str, str]:
+    return {
+        "research": "retriever", "researcher": "retriever", "search": "retriever",
+        "searcher": "retriever", "retrieval": "retriever", "browser": "retriever",
+        "developer": "coder", "programmer": "coder", "engineer": "coder", "code": "coder",
+        "coding": "coder", "dev": "coder",
+        "shell": "executor", "runner": "executor", "execution": "executor",
+        "exec": "executor", "ops": "executor", "devops": "executor", "deployer": "executor",
+        "validator": "judge", "validation": "judge", "qa": "judge", "reviewer": "judge",
+        "tester": "judge", "verifier": "judge", "critic": "judge",
+        "security": "guardian", "safety": "guardian", "privacy": "guardian",
+        "compliance": "guardian",
+        "orchestrator": "planner", "manager": "planner", "architect": "planner",
+        "coordinator": "planner",
+    }
+
+
+def _default_pricing() -> dict[str, Price]:
+    # USD per million tokens, from the providers' published list prices.
+    return {
+        "gpt-3.5-turbo": Price(input_per_million=0.50, output_per_million=1.50),
+        "gpt-4o-mini": Price(input_per_million=0.15, output_per_million=0.60),
+        "gpt-4o": Price(input_per_million=2.50, output_per_million=10.00),
+        "gpt-4.1-mini": Price(input_per_million=0.40, output_per_million=1.60),
+    }
+
+
+class Settings(BaseSettings):
+    """Everything the service can be told. Build with `load_settings()`."""
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True)
+
+    model: ModelSettings = Field(default_factory=ModelSettings)
+    planning: PlanningSettings = Field(default_factory=PlanningSettings)
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    fallback: FallbackSettings = Field(default_factory=FallbackSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)
+    arm_aliases: dict[str, str] = Field(default_factory=_default_aliases)
+    pricing: dict[str, Price] = Field(default_factory=_default_pricing)
+    api_key: SecretStr | None = None
+
+    @property
+    def arm_ids(self) -> list[str]:
+        return [arm.id for arm in self.arms]
+
+    @property
+    def llm_enabled(self) -> bool:
+        """A key, or a base URL of a local server that needs none, turns the LLM on."""
+        return self.api_key is not None or self.model.base_url is not None
+
+    @model_validator(mode="after")
+    def _arms_consistent(self) -> Settings:
+        ids = self.arm_ids
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"arms: duplicate arm id in {ids}")
+        unknown = sorted({t for t in self.arm_aliases.values() if t not in ids})
+        if unknown:
+            raise ValueError(f"arm_aliases: points at unknown arm(s) {unknown}")
+        if self.planning.require_validation_step and "judge" not in ids:
+            raise ValueError("arms: require_validation_step needs an arm with id 'judge'")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # First wins: explicit arguments, the seed's flat variables, PLANNER_SECTION__FIELD
+        # variables, then the YAML file named by PLANNER_CONFIG, then the defaults above.
+        nested_env = EnvSettingsSource(
+            settings_cls, env_prefix="PLANNER_", env_nested_delimiter="__"
+        )
+        config_file = os.environ.get("PLANNER_CONFIG", "").strip() or None
+        return (
+            init_settings,
+            SeedEnvironmentSource(settings_cls),
+            nested_env,
+            YamlConfigSettingsSource(settings_cls, yaml_file=config_file),
+        )
+
+
+class ConfigError(Exception):
+    """A configuration that cannot start the service; the message names the field."""
+
+
+# Environment variables from the seed's table (and a few more), each with where it lands.
+ENV_FIELDS: dict[str, tuple[str, ...]] = {
+    "LLM_MODEL": ("model", "name"),
+    "LLM_FALLBACK_MODELS": ("model", "fallback_models"),
+    "PLANNING_TEMPERATURE": ("model", "temperature"),
+    "MAX_TOKENS": ("model", "max_tokens"),
+    "LLM_RESPONSE_FORMAT": ("model", "response_format"),
+    "OPENAI_BASE_URL": ("model", "base_url"),
+    "LLM_BASE_URL": ("model", "base_url"),
+    "MIN_PLAN_STEPS": ("planning", "min_steps"),
+    "MAX_PLAN_STEPS": ("planning", "max_steps"),
+    "TIMEOUT_SECONDS": ("planning", "timeout_seconds"),
+    "FALLBACK_ENABLED": ("fallback", "enabled"),
+    "LOG_LEVEL": ("server", "log_level"),
+    "LOG_FORMAT": ("server", "log_format"),
+    "HOST": ("server", "host"),
+    "PORT": ("server", "port"),
+    "OPENAI_API_KEY": ("api_key",),
+    "LLM_API_KEY": ("api_key",),
+}
+
+
+def _env_value(name: str, raw: str) -> Any:
+    if name == "LLM_FALLBACK_MODELS":
+        return [part.strip() for part in raw.split(",") if part.strip()]
+    if name == "LOG_LEVEL":
+        return raw.strip().upper()
+    return raw.strip()
+
+
+class SeedEnvironmentSource(PydanticBaseSettingsSource):
+    """The flat variable names of the seed's table (`LLM_MODEL`, `MAX_PLAN_STEPS`, ...)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # __call__ builds the whole nested mapping at once
+
+    def __call__(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for name, path in ENV_FIELDS.items():
+            raw = os.environ.get(name)
+            if raw is None or raw.strip() == "":
+                continue
+            target = data
+            for key in path[:-1]:
+                target = target.setdefault(key, {})
+            target[path[-1]] = _env_value(name, raw)
+        return data
+
+
+def _describe(error: ValidationError) -> str:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "settings"
+    message = first["msg"].removeprefix("Value error, ")
+    bad = first.get("input")
+    if field == "settings":
+        return message
+    if isinstance(bad, dict | list):
+        return f"{field}: {message}"
+    return f"{field}: {message} (got {bad!r})"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings, or raise ConfigError with one line naming the bad field.
+
+    `overrides` (section -> dict of fields) win over file and environment; tests use them.
+    """
+    config_file = os.environ.get("PLANNER_CONFIG", "").strip()
+    if config_file:
+        path = Path(config_file)
+        if not path.is_file():
+            raise ConfigError(f"PLANNER_CONFIG: no file at {path}")
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"PLANNER_CONFIG: {path} is not valid YAML: {exc}") from exc
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"PLANNER_CONFIG: {path} must hold a mapping at the top level")
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from exc
+
+
+def default_settings_dict() -> dict[str, Any]:
+    """The built-in defaults as plain data: the shipped planner-config.yaml must match it."""
+    return Settings.model_construct().model_dump(mode="json", exclude={"api_key"})

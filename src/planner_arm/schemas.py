@@ -1,0 +1,160 @@
+"""The API contract: request and response models of every endpoint.
+
+`PlanStep` and the core fields of `PlanResponse` are the seed's, unchanged; the rest are
+additions a caller can ignore.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MAX_GOAL_CHARS = 8_000
+MAX_CONSTRAINTS = 32
+MAX_CONSTRAINT_CHARS = 1_000
+MAX_CONTEXT_BYTES = 32 * 1024
+MAX_REQUEST_ID_CHARS = 128
+
+PlanSource = Literal["llm", "fallback", "cache"]
+
+
+class PlanRequest(BaseModel):
+    """What to plan for. Unknown fields are refused so a typo is not silently ignored."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "goal": "Fix authentication bug and add tests",
+                    "constraints": ["Don't modify database schema"],
+                    "context": {"affected_files": ["auth/login.py"]},
+                }
+            ]
+        },
+    )
+
+    goal: str = Field(min_length=1, max_length=MAX_GOAL_CHARS, description="What to accomplish")
+    constraints: list[str] = Field(default_factory=list, max_length=MAX_CONSTRAINTS)
+    context: dict[str, Any] = Field(default_factory=dict)
+    request_id: str | None = Field(default=None, min_length=1, max_length=MAX_REQUEST_ID_CHARS)
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_not_blank(cls, goal: str) -> str:
+        if not goal.strip():
+            raise ValueError("goal must not be blank")
+        return goal
+
+    @field_validator("constraints")
+    @classmethod
+    def _constraints_short(cls, constraints: list[str]) -> list[str]:
+        for index, text in enumerate(constraints):
+            if len(text) > MAX_CONSTRAINT_CHARS:
+                raise ValueError(
+                    f"constraint {index} is {len(text)} characters; "
+                    f"at most {MAX_CONSTRAINT_CHARS} are allowed"
+                )
+        return [text.strip() for text in constraints if text.strip()]
+
+    @field_validator("context")
+    @classmethod
+    def _context_small(cls, context: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(context, ensure_ascii=False, default=str).encode())
+        if size > MAX_CONTEXT_BYTES:
+            raise ValueError(
+                f"context is {size} bytes as JSON; at most {MAX_CONTEXT_BYTES} are allowed"
+            )
+        return context
+
+
+class PlanStep(BaseModel):
+    """A single step in the execution plan."""
+
+    step: int = Field(ge=1)
+    action: str = Field(min_length=1, description="What to do")
+    required_arm: str = Field(description="Which arm executes this")
+    acceptance_criteria: list[str] = Field(min_length=1, description="Success conditions")
+    depends_on: list[int] = Field(default_factory=list, description="Prerequisite steps")
+    estimated_cost_tier: int = Field(1, ge=1, le=5)
+    estimated_duration_seconds: int = Field(30, ge=1)
+
+
+class EstimatedCost(BaseModel):
+    """What the planning calls themselves cost."""
+
+    llm_usd: float = Field(ge=0)
+    prompt_tokens: int = Field(ge=0)
+    completion_tokens: int = Field(ge=0)
+
+
+class PlanMetadata(BaseModel):
+    source: PlanSource
+    model: str | None = Field(description="The model whose answer became the plan, if any")
+    attempts: int = Field(ge=0, description="LLM calls made for this request")
+    repairs: list[str] = Field(description="One entry per local fix applied to the answer")
+    warnings: list[str]
+    latency_ms: float = Field(ge=0)
+    prompt_version: str
+
+
+class PlanResponse(BaseModel):
+    """Complete execution plan."""
+
+    plan: list[PlanStep]
+    rationale: str = Field(min_length=1, description="Why this approach")
+    confidence: float = Field(ge=0.0, le=1.0)
+    total_estimated_duration: int
+    complexity_score: float = Field(ge=0.0, le=1.0)
+    plan_id: str
+    request_id: str
+    parallel_stages: list[list[int]] = Field(
+        description="Stages in order; the steps of one stage may run at the same time"
+    )
+    critical_path_duration: int = Field(description="Seconds along the longest dependency chain")
+    estimated_cost: EstimatedCost
+    metadata: PlanMetadata
+
+
+class ErrorResponse(BaseModel):
+    """The one error shape of every endpoint."""
+
+    error: str = Field(description="A stable, machine-readable code")
+    detail: str | list[dict[str, Any]] = Field(description="What went wrong, for a person")
+    request_id: str
+
+
+class HealthResponse(BaseModel):
+    status: Literal["healthy"]
+    version: str
+    model: str
+    timestamp: str
+    uptime_seconds: float
+    llm: Literal["configured", "disabled"]
+
+
+class ReadyResponse(BaseModel):
+    status: Literal["ready", "starting", "stopping"]
+
+
+class ArmInfo(BaseModel):
+    id: str
+    capabilities: list[str]
+    description: str
+
+
+class CapabilitiesResponse(BaseModel):
+    arm_id: Literal["planner"]
+    capabilities: list[str]
+    cost_tier: int
+    average_latency_ms: float
+    success_rate: float = Field(ge=0, le=1)
+    measured: bool = Field(description="False until this process has served a plan request")
+    plans_by_source: dict[str, int]
+    arms: list[ArmInfo]
+    min_steps: int
+    max_steps: int
+    models: list[str]
+    llm: Literal["configured", "disabled"]
