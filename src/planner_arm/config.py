@@ -206,11 +206,16 @@ class Settings(BaseSettings):
         ids = self.arm_ids
         if len(set(ids)) != len(ids):
             raise ValueError(f"arms: duplicate arm id in {ids}")
-        unknown = sorted({t for t in self.arm_aliases.values() if t not in ids})
-        if unknown:
-            raise ValueError(f"arm_aliases: points at unknown arm(s) {unknown}")
         if self.planning.require_validation_step and "judge" not in ids:
             raise ValueError("arms: require_validation_step needs an arm with id 'judge'")
+        unknown = sorted({t for t in self.arm_aliases.values() if t not in ids})
+        if unknown and "arm_aliases" in self.model_fields_set:
+            raise ValueError(f"arm_aliases: points at unknown arm(s) {unknown}")
+        if unknown:
+            # The built-in table serves the built-in arms; with a smaller registry, the
+            # aliases of arms that are not there simply do not apply.
+            kept = {k: v for k, v in self.arm_aliases.items() if v in ids}
+            object.__setattr__(self, "arm_aliases", kept)
         return self
 
     @classmethod

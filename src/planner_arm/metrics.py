@@ -1,0 +1,114 @@
+"""Prometheus metrics of one service instance, in their own registry.
+
+A registry per app (instead of the process-wide default) lets each test build a fresh app and
+read exact counts, and keeps two apps in one process from sharing numbers. Label values are
+all from small fixed sets: route templates, sources, outcome and reason codes, model names
+from config.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+)
+from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
+
+__all__ = ["PROMETHEUS_CONTENT_TYPE", "PlannerMetrics"]
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_TOKEN_BUCKETS = (16, 64, 256, 1024, 4096, 16384, 65536)
+
+
+class PlannerMetrics:
+    def __init__(self, version: str, prompt_version: str) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.http_requests = Counter(
+            "planner_http_requests", "HTTP requests served, by route template and status.",
+            ["method", "route", "status"], registry=r,
+        )
+        self.http_latency = Histogram(
+            "planner_http_request_duration_seconds", "HTTP request latency by route template.",
+            ["method", "route"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.plans = Counter(
+            "planner_plans", "Plans answered, by where they came from.", ["source"], registry=r,
+        )
+        self.plan_steps = Histogram(
+            "planner_plan_steps", "Steps per plan answered.",
+            buckets=(1, 2, 3, 4, 5, 6, 7, 8, 10, 15, 20), registry=r,
+        )
+        self.llm_calls = Counter(
+            "planner_llm_calls", "LLM calls, by model and outcome.", ["model", "outcome"],
+            registry=r,
+        )
+        self.llm_latency = Histogram(
+            "planner_llm_call_duration_seconds", "LLM call latency by model.", ["model"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.llm_tokens = Counter(
+            "planner_llm_tokens", "Tokens used by planning calls.", ["model", "type"], registry=r,
+        )
+        self.llm_cost = Counter(
+            "planner_llm_cost_usd", "Estimated USD spent on planning calls.", ["model"],
+            registry=r,
+        )
+        self.parse_failures = Counter(
+            "planner_parse_failures", "Model answers that held no usable plan, by reason.",
+            ["reason"], registry=r,
+        )
+        self.repairs = Counter(
+            "planner_repairs", "Local fixes applied to model answers, by kind.", ["reason"],
+            registry=r,
+        )
+        self.retries = Counter(
+            "planner_retries", "LLM calls repeated, by reason.", ["reason"], registry=r,
+        )
+        self.fallbacks = Counter(
+            "planner_fallbacks", "Plans answered by the rule-based planner, by reason.",
+            ["reason"], registry=r,
+        )
+        self.build_info = Info("planner_build", "Version of this service.", registry=r)
+        self.build_info.info({"version": version, "prompt_version": prompt_version})
+        self.ready = Gauge("planner_ready", "1 when the service takes traffic.", registry=r)
+        # OpenTelemetry GenAI semantic-convention names, for dashboards built on them.
+        self.genai_tokens = Histogram(
+            "gen_ai_client_token_usage", "Tokens per LLM call (OpenTelemetry GenAI).",
+            ["gen_ai_operation_name", "gen_ai_request_model", "gen_ai_token_type"],
+            buckets=_TOKEN_BUCKETS, registry=r,
+        )
+        self.genai_duration = Histogram(
+            "gen_ai_client_operation_duration_seconds",
+            "LLM call duration (OpenTelemetry GenAI).",
+            ["gen_ai_operation_name", "gen_ai_request_model", "error_type"],
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def record_llm_call(
+        self,
+        model: str,
+        outcome: str,
+        seconds: float,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        usd: float = 0.0,
+    ) -> None:
+        self.llm_calls.labels(model, outcome).inc()
+        self.llm_latency.labels(model).observe(seconds)
+        error_type = "" if outcome == "ok" else outcome
+        self.genai_duration.labels("chat", model, error_type).observe(seconds)
+        if outcome != "ok":
+            return
+        self.llm_tokens.labels(model, "prompt").inc(prompt_tokens)
+        self.llm_tokens.labels(model, "completion").inc(completion_tokens)
+        self.llm_cost.labels(model).inc(usd)
+        self.genai_tokens.labels("chat", model, "input").observe(prompt_tokens)
+        self.genai_tokens.labels("chat", model, "output").observe(completion_tokens)

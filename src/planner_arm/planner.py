@@ -1,0 +1,227 @@
+"""PlannerArm: prompt -> LLM -> parse -> validate -> estimate, with repair, retry and fallback.
+
+The contract: `plan()` returns a valid plan within the request deadline whatever the model
+does, or, only when the fallback is switched off, raises `PlanningFailed`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from planner_arm.arms import ArmResolver
+from planner_arm.assembly import Spend, assemble_response
+from planner_arm.config import Settings
+from planner_arm.draft import DraftPlan, repair_code
+from planner_arm.errors import LLMError, LLMRateLimited, PlanningFailed, PlanParseError
+from planner_arm.errors import PlanValidationError as PlanInvalid
+from planner_arm.estimation import llm_cost_usd
+from planner_arm.fallback import fallback_plan
+from planner_arm.llm import Completion, LLMClient
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.normalise import normalise_plan
+from planner_arm.parsing import extract_json
+from planner_arm.prompts import (
+    PROMPT_VERSION,
+    Message,
+    initial_messages,
+    system_prompt,
+    user_prompt,
+    with_repair,
+)
+from planner_arm.retry import Clock, Deadline, Next, RetryPolicy
+from planner_arm.schemas import PlanRequest, PlanResponse
+from planner_arm.validation import PlanRules, ValidPlan, validate_plan
+
+log = structlog.get_logger("planner_arm.planner")
+
+# A call with less time than this left cannot finish; the fallback answers instead.
+_MIN_CALL_SECONDS = 0.05
+_LOG_GOAL_CHARS = 100
+
+
+@dataclass
+class _Failure:
+    """Why the model produced no plan, for the fallback metric and the 5xx mapping."""
+
+    reason: str  # llm_unavailable | llm_rejected | invalid_plan | deadline | call_budget
+    detail: str
+    errors: list[str]
+
+
+@dataclass
+class _Success:
+    model: str
+    draft: DraftPlan
+    valid: ValidPlan
+
+
+class PlannerArm:
+    def __init__(
+        self,
+        settings: Settings,
+        llm: LLMClient | None,
+        metrics: PlannerMetrics,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.llm = llm
+        self.metrics = metrics
+        self.clock = clock or Clock()
+        self.policy = RetryPolicy(settings.retry, self.clock, rng or random.Random())
+        self.rules = PlanRules.from_settings(settings)
+        self.resolver = ArmResolver(settings.arms, settings.arm_aliases)
+        self.system_prompt = system_prompt(settings.arms, settings.planning)
+
+    async def plan(self, request: PlanRequest, request_id: str) -> PlanResponse:
+        started = self.clock.now()
+        deadline = Deadline(self.settings.planning.timeout_seconds, self.clock)
+        spend = Spend()
+        if self.llm is None:
+            outcome: _Success | _Failure = _Failure("llm_disabled", "no LLM configured", [])
+        else:
+            outcome = await self._plan_with_llm(self.llm, request, deadline, spend)
+
+        if isinstance(outcome, _Success):
+            response = assemble_response(
+                draft=outcome.draft, valid=outcome.valid, goal=request.goal, source="llm",
+                model=outcome.model, spend=spend, request_id=request_id,
+                latency_ms=(self.clock.now() - started) * 1000, prompt_version=PROMPT_VERSION,
+            )
+        else:
+            response = self._fallback(request, request_id, outcome, spend, started)
+        self._record(response, request)
+        return response
+
+    def _fallback(
+        self,
+        request: PlanRequest,
+        request_id: str,
+        failure: _Failure,
+        spend: Spend,
+        started: float,
+    ) -> PlanResponse:
+        if failure.reason != "llm_disabled" and not self.settings.fallback.enabled:
+            code = {
+                "deadline": "deadline_exceeded",
+                "invalid_plan": "invalid_plan",
+            }.get(failure.reason, "llm_unavailable")
+            raise PlanningFailed(failure.detail, code=code, errors=failure.errors)
+        self.metrics.fallbacks.labels(failure.reason).inc()
+        if failure.reason != "llm_disabled":
+            spend.warn_once(f"fallback_used: {failure.reason}: {failure.detail}")
+        draft = fallback_plan(
+            request.goal, request.constraints, request.context,
+            planning=self.settings.planning, resolver=self.resolver,
+        )
+        return assemble_response(
+            draft=draft, valid=validate_plan(draft, self.rules), goal=request.goal,
+            source="fallback", model=None, spend=spend, request_id=request_id,
+            latency_ms=(self.clock.now() - started) * 1000, prompt_version=PROMPT_VERSION,
+            fixed_confidence=self.settings.fallback.confidence,
+        )
+
+    async def _plan_with_llm(
+        self, llm: LLMClient, request: PlanRequest, deadline: Deadline, spend: Spend
+    ) -> _Success | _Failure:
+        first_messages = initial_messages(
+            self.system_prompt, user_prompt(request.goal, request.constraints, request.context)
+        )
+        max_calls = self.settings.retry.max_llm_calls
+        failure = _Failure("call_budget", "no LLM call was made", [])
+        for model in self.settings.model.chain:
+            messages: list[Message] = first_messages
+            repairs_left = self.settings.retry.repairs_per_model
+            retries = 0
+            while spend.calls < max_calls:
+                remaining = deadline.remaining()
+                if remaining < _MIN_CALL_SECONDS:
+                    return _Failure("deadline", "the request deadline passed", failure.errors)
+                call_started = self.clock.now()
+                try:
+                    completion = await llm.complete(model, messages, timeout=remaining)
+                except LLMError as error:
+                    spend.calls += 1
+                    self.metrics.record_llm_call(model, error.code, self.clock.now() - call_started)
+                    log.info("llm_call_failed", model=model, error=error.code,
+                             detail=error.detail)
+                    failure = _Failure(
+                        "llm_rejected" if error.status in (401, 403, 404) else "llm_unavailable",
+                        f"{model}: {error}", [],
+                    )
+                    retries += 1
+                    decision = self.policy.decide(error, retries)
+                    if decision.next is Next.NEXT_MODEL:
+                        break
+                    if spend.calls >= max_calls:
+                        break
+                    self.metrics.retries.labels(decision.reason).inc()
+                    if not await self.policy.wait(decision.wait, deadline):
+                        reason = "llm_unavailable" if isinstance(error, LLMRateLimited) else "deadline"
+                        return _Failure(reason, failure.detail, [])
+                    continue
+
+                spend.calls += 1
+                self._account(model, completion, spend)
+                try:
+                    return _Success(model, *self._read_answer(completion))
+                except (PlanParseError, PlanInvalid) as problem:
+                    errors = getattr(problem, "errors", [problem.detail])
+                    self.metrics.parse_failures.labels(problem.code).inc()
+                    log.info("plan_answer_rejected", model=model, error=problem.code,
+                             errors=errors)
+                    failure = _Failure("invalid_plan", f"{model}: {problem.detail}", errors)
+                    if repairs_left <= 0:
+                        break
+                    repairs_left -= 1
+                    self.metrics.retries.labels("repair_prompt").inc()
+                    messages = with_repair(first_messages, completion.content, errors)
+        if spend.calls >= max_calls and failure.reason == "call_budget":
+            failure = _Failure("call_budget", "the LLM call budget was spent", [])
+        return failure
+
+    def _read_answer(self, completion: Completion) -> tuple[DraftPlan, ValidPlan]:
+        log.debug("llm_answer", content=completion.content, finish=completion.finish_reason)
+        data, parse_repairs = extract_json(completion.content, truncated=completion.truncated)
+        draft = normalise_plan(data, self.resolver)
+        draft.repairs[:0] = parse_repairs
+        return draft, validate_plan(draft, self.rules)
+
+    def _account(self, model: str, completion: Completion, spend: Spend) -> None:
+        usd = llm_cost_usd(
+            model, completion.prompt_tokens, completion.completion_tokens, self.settings.pricing
+        )
+        spend.prompt_tokens += completion.prompt_tokens
+        spend.completion_tokens += completion.completion_tokens
+        spend.usd += usd
+        if not completion.usage_reported:
+            spend.warn_once(f"usage_not_reported: {model}")
+        elif usd == 0.0 and completion.prompt_tokens:
+            spend.warn_once(f"no_price_for_model: {model}")
+        self.metrics.record_llm_call(
+            model, "ok", completion.latency_seconds,
+            completion.prompt_tokens, completion.completion_tokens, usd,
+        )
+
+    def _record(self, response: PlanResponse, request: PlanRequest) -> None:
+        meta = response.metadata
+        self.metrics.plans.labels(meta.source).inc()
+        self.metrics.plan_steps.observe(len(response.plan))
+        for entry in meta.repairs:
+            self.metrics.repairs.labels(repair_code(entry)).inc()
+        fields: dict[str, Any] = {
+            "request_id": response.request_id,
+            "plan_id": response.plan_id,
+            "goal": request.goal[:_LOG_GOAL_CHARS],
+            "source": meta.source,
+            "model": meta.model,
+            "attempts": meta.attempts,
+            "steps": len(response.plan),
+            "repairs": len(meta.repairs),
+            "duration_ms": meta.latency_ms,
+        }
+        log.info("plan_created", **fields)

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner_arm.config import ConfigError, default_settings_dict, load_settings
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_defaults_follow_the_seed() -> None:
+    settings = load_settings()
+    assert settings.model.name == "gpt-3.5-turbo"
+    assert settings.model.temperature == 0.3
+    assert settings.model.max_tokens == 2000
+    assert (settings.planning.min_steps, settings.planning.max_steps) == (3, 7)
+    assert settings.planning.timeout_seconds == 10
+    assert settings.retry.max_llm_calls == 3
+    assert set(settings.arm_ids) == {"planner", "retriever", "coder", "executor", "judge",
+                                     "guardian"}
+    assert not settings.llm_enabled
+
+
+def test_shipped_config_file_matches_the_defaults() -> None:
+    shipped = yaml.safe_load((REPO / "planner-config.yaml").read_text())
+    assert shipped == default_settings_dict()
+
+
+def test_seed_environment_variables_override_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "planner.yaml"
+    config.write_text("model: {name: from-file, temperature: 0.1}\nplanning: {max_steps: 6}\n")
+    monkeypatch.setenv("PLANNER_CONFIG", str(config))
+    monkeypatch.setenv("LLM_MODEL", "from-env")
+    monkeypatch.setenv("MAX_PLAN_STEPS", "5")
+    monkeypatch.setenv("MIN_PLAN_STEPS", "2")
+    monkeypatch.setenv("MAX_TOKENS", "1000")
+    monkeypatch.setenv("TIMEOUT_SECONDS", "4.5")
+    monkeypatch.setenv("LOG_LEVEL", "debug")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-abc")
+    monkeypatch.setenv("LLM_BASE_URL", "http://localhost:11434/v1")
+    settings = load_settings()
+    assert settings.model.name == "from-env"
+    assert settings.model.temperature == 0.1  # the file's, no variable set
+    assert (settings.planning.min_steps, settings.planning.max_steps) == (2, 5)
+    assert settings.model.max_tokens == 1000
+    assert settings.planning.timeout_seconds == 4.5
+    assert settings.server.log_level == "DEBUG"
+    assert settings.api_key is not None and settings.api_key.get_secret_value() == "sk-abc"
+    assert "sk-abc" not in repr(settings)
+    assert settings.model.base_url == "http://localhost:11434/v1"
+    assert settings.llm_enabled
+
+
+def test_nested_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLANNER_RETRY__MAX_LLM_CALLS", "2")
+    monkeypatch.setenv("PLANNER_FALLBACK__ENABLED", "false")
+    settings = load_settings()
+    assert settings.retry.max_llm_calls == 2
+    assert settings.fallback.enabled is False
+
+
+def test_base_url_alone_turns_the_llm_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:8000/v1")
+    assert load_settings().llm_enabled
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"MIN_PLAN_STEPS": "8"}, "planning: min_steps (8) is above max_steps (7)"),
+        ({"PLANNING_TEMPERATURE": "7"}, "model.temperature"),
+        ({"MAX_PLAN_STEPS": "many"}, "planning.max_steps"),
+        ({"TIMEOUT_SECONDS": "-1"}, "planning.timeout_seconds"),
+        ({"LLM_RESPONSE_FORMAT": "xml"}, "model.response_format"),
+    ],
+)
+def test_bad_values_name_the_field(
+    monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], message: str
+) -> None:
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("arm_aliases: {admin: root}\n", "arm_aliases: points at unknown arm(s) ['root']"),
+        ("model: {temprature: 0.2}\n", "model.temprature"),
+        ("arms: [{id: coder, capabilities: [code], description: Writes code}]\n",
+         "require_validation_step needs an arm with id 'judge'"),
+        ("planning: [1, 2]\n", "planning"),
+        ("- just\n- a list\n", "must hold a mapping"),
+        ("model: {name: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_bad_files_name_the_problem(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str, message: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    monkeypatch.setenv("PLANNER_CONFIG", str(config))
+    with pytest.raises(ConfigError, match=None) as caught:
+        load_settings()
+    assert message in str(caught.value)
+
+
+def test_missing_config_file_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLANNER_CONFIG", "/nonexistent/planner.yaml")
+    with pytest.raises(ConfigError, match="no file at /nonexistent/planner.yaml"):
+        load_settings()
+
+
+def test_model_chain_has_no_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_MODEL", "a")
+    monkeypatch.setenv("LLM_FALLBACK_MODELS", "b, a, c")
+    assert load_settings().model.chain == ["a", "b", "c"]
