@@ -1,0 +1,151 @@
+"""`assert_valid_plan`: every promise a 200 response from POST /plan makes, checked on its JSON.
+
+Import it as `from invariants import assert_valid_plan` (pytest puts `tests/` on sys.path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any, TypeGuard
+
+DEFAULT_ARMS = ("planner", "retriever", "coder", "executor", "judge", "guardian")
+SOURCES = ("llm", "fallback", "cache")
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return type(value) is int  # bool is an int subclass, and never a valid count here
+
+
+def _is_number(value: object) -> TypeGuard[float]:
+    return type(value) in (int, float)
+
+
+def _is_str_list(value: object) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _nonempty_str(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def assert_valid_plan(
+    body: Mapping[str, Any],
+    *,
+    min_steps: int = 3,
+    max_steps: int = 7,
+    arm_ids: Collection[str] = DEFAULT_ARMS,
+    require_validation_step: bool = True,
+) -> None:
+    """Fail with a message naming the first broken invariant of a plan response body."""
+    plan = body.get("plan")
+    assert isinstance(plan, list), f"plan is not a list: {plan!r}"
+    n = len(plan)
+    assert min_steps <= n <= max_steps, f"plan has {n} steps; expected {min_steps}..{max_steps}"
+
+    durations: dict[int, int] = {}
+    deps_of: dict[int, list[int]] = {}
+    for index, step in enumerate(plan, 1):
+        assert isinstance(step, Mapping), f"plan[{index - 1}] is not an object: {step!r}"
+        number = step.get("step")
+        assert _is_int(number), f"step at {index} is numbered {number!r}"
+        assert number == index, f"step at {index} is numbered {number!r}"
+        where = f"step {index}"
+        assert _nonempty_str(step.get("action")), f"{where}: empty action {step.get('action')!r}"
+        arm = step.get("required_arm")
+        assert arm in arm_ids, f"{where}: required_arm {arm!r} not in {sorted(arm_ids)}"
+        criteria = step.get("acceptance_criteria")
+        assert _is_str_list(criteria), f"{where}: acceptance_criteria {criteria!r}"
+        assert any(text.strip() for text in criteria), f"{where}: no non-empty criterion"
+        deps = step.get("depends_on")
+        assert isinstance(deps, list), f"{where}: depends_on {deps!r} is not a list"
+        assert all(_is_int(dep) for dep in deps), f"{where}: depends_on {deps!r} holds a non-int"
+        assert len(set(deps)) == len(deps), f"{where}: repeated dependency in {deps}"
+        forward = [dep for dep in deps if not 1 <= dep < index]
+        assert not forward, f"{where}: depends on a non-earlier step {forward}"
+        cost = step.get("estimated_cost_tier")
+        assert _is_int(cost), f"{where}: cost tier {cost!r} is not an int"
+        assert 1 <= cost <= 5, f"{where}: cost tier {cost!r} is not 1-5"
+        duration = step.get("estimated_duration_seconds")
+        assert _is_int(duration), f"{where}: duration {duration!r} is not an int"
+        assert duration >= 1, f"{where}: duration {duration!r} is not >= 1"
+        durations[index] = duration
+        deps_of[index] = deps
+
+    if require_validation_step:
+        last_arm = plan[-1].get("required_arm") if plan else None
+        assert last_arm == "judge", f"last step's arm is {last_arm!r}, not 'judge'"
+
+    total = body.get("total_estimated_duration")
+    assert _is_int(total), f"total_estimated_duration {total!r} is not an int"
+    assert total == sum(durations.values()), (
+        f"total_estimated_duration {total!r} != sum of durations {sum(durations.values())}"
+    )
+    for name in ("confidence", "complexity_score"):
+        value = body.get(name)
+        assert _is_number(value), f"{name} {value!r} is not a number"
+        assert 0.0 <= value <= 1.0, f"{name} {value!r} is not in [0, 1]"
+    assert _nonempty_str(body.get("rationale")), f"rationale {body.get('rationale')!r} is empty"
+
+    _assert_stages(body.get("parallel_stages"), deps_of)
+    _assert_critical_path(body.get("critical_path_duration"), durations, deps_of)
+
+    cost = body.get("estimated_cost")
+    assert isinstance(cost, Mapping), f"estimated_cost {cost!r} is not an object"
+    for name in ("llm_usd", "prompt_tokens", "completion_tokens"):
+        value = cost.get(name)
+        assert _is_number(value), f"estimated_cost.{name} {value!r} is not a number"
+        assert value >= 0, f"estimated_cost.{name} {value!r} is negative"
+    for name in ("prompt_tokens", "completion_tokens"):
+        assert _is_int(cost[name]), f"estimated_cost.{name} {cost[name]!r} is not an int"
+
+    meta = body.get("metadata")
+    assert isinstance(meta, Mapping), f"metadata {meta!r} is not an object"
+    assert meta.get("source") in SOURCES, f"metadata.source {meta.get('source')!r}"
+    attempts = meta.get("attempts")
+    assert _is_int(attempts), f"metadata.attempts {attempts!r} is not an int"
+    assert attempts >= 0, f"metadata.attempts {attempts!r} is negative"
+    for name in ("repairs", "warnings"):
+        assert _is_str_list(meta.get(name)), f"metadata.{name} {meta.get(name)!r}"
+    for name in ("plan_id", "request_id"):
+        assert _nonempty_str(body.get(name)), f"{name} {body.get(name)!r} is empty"
+
+
+def _assert_stages(stages: object, deps_of: Mapping[int, list[int]]) -> None:
+    """Every step in exactly one stage, each stage after its dependencies' stages, and at the
+    earliest stage its dependencies allow (the longest chain from a root)."""
+    assert isinstance(stages, list), f"parallel_stages {stages!r} is not a list"
+    stage_of: dict[int, int] = {}
+    for index, stage in enumerate(stages):
+        assert isinstance(stage, list), f"parallel_stages[{index}] {stage!r} is not a list"
+        assert stage, f"parallel_stages[{index}] is empty"
+        assert stage == sorted(stage), f"parallel_stages[{index}] {stage} is not sorted"
+        for number in stage:
+            assert number not in stage_of, f"step {number} is in more than one stage"
+            stage_of[number] = index
+    assert sorted(stage_of) == sorted(deps_of), (
+        f"parallel_stages covers {sorted(stage_of)}, the plan has {sorted(deps_of)}"
+    )
+    for number, deps in deps_of.items():
+        earliest = 1 + max((stage_of[dep] for dep in deps), default=-1)
+        assert stage_of[number] == earliest, (
+            f"step {number} is in stage {stage_of[number]}; its dependencies {deps} put it "
+            f"in stage {earliest}"
+        )
+
+
+def _assert_critical_path(
+    value: object, durations: Mapping[int, int], deps_of: Mapping[int, list[int]]
+) -> None:
+    assert isinstance(value, int), f"critical_path_duration {value!r} is not an int"
+    assert _is_int(value), f"critical_path_duration {value!r} is not an int"
+    total = sum(durations.values())
+    longest_step = max(durations.values(), default=0)
+    assert longest_step <= value <= total, (
+        f"critical_path_duration {value} is outside [{longest_step}, {total}]"
+    )
+    finish: dict[int, int] = {}
+    for number in sorted(durations):  # dependencies are earlier steps, checked above
+        start = max((finish[dep] for dep in deps_of[number]), default=0)
+        finish[number] = start + durations[number]
+    expected = max(finish.values(), default=0)
+    assert value == expected, f"critical_path_duration {value}; the longest chain is {expected}"
