@@ -13,7 +13,6 @@ import httpx
 import pytest
 import respx
 
-
 from planner_arm.config import ENV_FIELDS, Settings, load_settings
 from planner_arm.retry import Clock
 

@@ -18,8 +18,14 @@ def test_defaults_follow_the_seed() -> None:
     assert (settings.planning.min_steps, settings.planning.max_steps) == (3, 7)
     assert settings.planning.timeout_seconds == 10
     assert settings.retry.max_llm_calls == 3
-    assert set(settings.arm_ids) == {"planner", "retriever", "coder", "executor", "judge",
-                                     "guardian"}
+    assert set(settings.arm_ids) == {
+        "planner",
+        "retriever",
+        "coder",
+        "executor",
+        "judge",
+        "guardian",
+    }
     assert not settings.llm_enabled
 
 
@@ -49,7 +55,8 @@ def test_seed_environment_variables_override_file(
     assert settings.model.max_tokens == 1000
     assert settings.planning.timeout_seconds == 4.5
     assert settings.server.log_level == "DEBUG"
-    assert settings.api_key is not None and settings.api_key.get_secret_value() == "sk-abc"
+    assert settings.api_key is not None
+    assert settings.api_key.get_secret_value() == "sk-abc"
     assert "sk-abc" not in repr(settings)
     assert settings.model.base_url == "http://localhost:11434/v1"
     assert settings.llm_enabled
@@ -94,8 +101,10 @@ def test_bad_values_name_the_field(
     [
         ("arm_aliases: {admin: root}\n", "arm_aliases: points at unknown arm(s) ['root']"),
         ("model: {temprature: 0.2}\n", "model.temprature"),
-        ("arms: [{id: coder, capabilities: [code], description: Writes code}]\n",
-         "require_validation_step needs an arm with id 'judge'"),
+        (
+            "arms: [{id: coder, capabilities: [code], description: Writes code}]\n",
+            "require_validation_step needs an arm with id 'judge'",
+        ),
         ("planning: [1, 2]\n", "planning"),
         ("- just\n- a list\n", "must hold a mapping"),
         ("model: {name: [unclosed\n", "not valid YAML"),
@@ -107,14 +116,14 @@ def test_bad_files_name_the_problem(
     config = tmp_path / "bad.yaml"
     config.write_text(text)
     monkeypatch.setenv("PLANNER_CONFIG", str(config))
-    with pytest.raises(ConfigError, match=None) as caught:
+    with pytest.raises(ConfigError) as caught:
         load_settings()
     assert message in str(caught.value)
 
 
 def test_missing_config_file_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PLANNER_CONFIG", "/nonexistent/planner.yaml")
-    with pytest.raises(ConfigError, match="no file at /nonexistent/planner.yaml"):
+    with pytest.raises(ConfigError, match=r"no file at /nonexistent/planner\.yaml"):
         load_settings()
 
 

@@ -8,8 +8,8 @@ import json
 import httpx
 import pytest
 import respx
-from conftest import TEST_KEY, answer, completion_body, make_settings
 
+from conftest import TEST_KEY, answer, completion_body, make_settings
 from planner_arm.errors import (
     LLMError,
     LLMRateLimited,
@@ -36,8 +36,9 @@ def sent_json(route: respx.Route, index: int = -1) -> dict[str, object]:
 async def test_completion_carries_content_usage_and_finish_reason(
     client: LLMClient, chat_route: respx.Route
 ) -> None:
-    chat_route.return_value = answer("{}", finish_reason="length", prompt_tokens=11,
-                                     completion_tokens=7)
+    chat_route.return_value = answer(
+        "{}", finish_reason="length", prompt_tokens=11, completion_tokens=7
+    )
     result = await client.complete("gpt-3.5-turbo", MESSAGES, timeout=5)
     assert result.content == "{}"
     assert result.truncated
@@ -64,8 +65,12 @@ async def test_sdk_does_not_retry_on_its_own(client: LLMClient, chat_route: resp
         (401, "Incorrect API key provided", LLMRejected, "auth_failed"),
         (403, "Forbidden", LLMRejected, "forbidden"),
         (404, "The model `nope` does not exist", LLMRejected, "model_not_found"),
-        (400, "This model's maximum context length is 4097 tokens", LLMRejected,
-         "context_length_exceeded"),
+        (
+            400,
+            "This model's maximum context length is 4097 tokens",
+            LLMRejected,
+            "context_length_exceeded",
+        ),
         (400, "something else", LLMRejected, "bad_request"),
         (500, "oops", LLMTransientError, "server_error"),
         (502, "bad gateway", LLMTransientError, "server_error"),

@@ -3,8 +3,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import FakeClock
 
+from conftest import FakeClock
 from planner_arm.config import RetrySettings
 from planner_arm.errors import (
     LLMError,

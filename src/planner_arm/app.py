@@ -81,8 +81,9 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         # Logged with its trace for us; the caller gets the shape and no internals.
         log.exception("unhandled_error", error_type=type(exc).__name__)
-        return error_response(500, "internal_error", "an unexpected error occurred",
-                              _request_id(request))
+        return error_response(
+            500, "internal_error", "an unexpected error occurred", _request_id(request)
+        )
 
 
 def create_app(
@@ -107,13 +108,20 @@ def create_app(
         if settings.llm_enabled:
             services.llm = LLMClient(settings, http_client)
         else:
-            log.warning("llm_disabled", reason="no OPENAI_API_KEY and no base URL",
-                        serving="rule-based planner")
+            log.warning(
+                "llm_disabled",
+                reason="no OPENAI_API_KEY and no base URL",
+                serving="rule-based planner",
+            )
         services.planner = PlannerArm(settings, services.llm, metrics, clock, rng)
         services.state = "ready"
         metrics.ready.set(1)
-        log.info("service_started", version=service_version(), model=settings.model.name,
-                 llm="configured" if settings.llm_enabled else "disabled")
+        log.info(
+            "service_started",
+            version=service_version(),
+            model=settings.model.name,
+            llm="configured" if settings.llm_enabled else "disabled",
+        )
         try:
             yield
         finally:

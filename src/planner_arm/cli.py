@@ -95,9 +95,12 @@ def plan(
         table.add_column(column)
     for step in response.plan:
         table.add_row(
-            str(step.step), step.required_arm, step.action,
+            str(step.step),
+            step.required_arm,
+            step.action,
             ", ".join(map(str, step.depends_on)) or "-",
-            str(step.estimated_cost_tier), str(step.estimated_duration_seconds),
+            str(step.estimated_cost_tier),
+            str(step.estimated_duration_seconds),
         )
     out = Console()
     out.print(table)

@@ -126,8 +126,10 @@ async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
         success_rate=stats.success_rate,
         measured=stats.measured,
         plans_by_source=dict(stats.plans_by_source),
-        arms=[ArmInfo(id=a.id, capabilities=a.capabilities, description=a.description)
-              for a in settings.arms],
+        arms=[
+            ArmInfo(id=a.id, capabilities=a.capabilities, description=a.description)
+            for a in settings.arms
+        ],
         min_steps=settings.planning.min_steps,
         max_steps=settings.planning.max_steps,
         models=settings.model.chain,

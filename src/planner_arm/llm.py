@@ -136,7 +136,11 @@ class LLMClient:
         return {"type": "json_object"}
 
     async def complete(
-        self, model: str, messages: Sequence[Message], *, timeout: float
+        self,
+        model: str,
+        messages: Sequence[Message],
+        *,
+        timeout: float,  # noqa: ASYNC109 - the SDK's own timeout is set from it too
     ) -> Completion:
         """One chat completion, bounded by `timeout` seconds however the server behaves."""
         options: dict[str, Any] = {

@@ -43,7 +43,7 @@ def configure_logging(
 def _header_request_id(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name == b"x-request-id":
-            text = value.decode("latin-1").strip()
+            text: str = bytes(value).decode("latin-1").strip()
             if 0 < len(text) <= MAX_REQUEST_ID_CHARS and text.isprintable():
                 return text
     return None

@@ -8,6 +8,7 @@ from config.
 
 from __future__ import annotations
 
+from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -16,7 +17,6 @@ from prometheus_client import (
     Info,
     generate_latest,
 )
-from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 
 __all__ = ["PROMETHEUS_CONTENT_TYPE", "PlannerMetrics"]
 
@@ -29,64 +29,96 @@ class PlannerMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.http_requests = Counter(
-            "planner_http_requests", "HTTP requests served, by route template and status.",
-            ["method", "route", "status"], registry=r,
+            "planner_http_requests",
+            "HTTP requests served, by route template and status.",
+            ["method", "route", "status"],
+            registry=r,
         )
         self.http_latency = Histogram(
-            "planner_http_request_duration_seconds", "HTTP request latency by route template.",
-            ["method", "route"], buckets=_LATENCY_BUCKETS, registry=r,
+            "planner_http_request_duration_seconds",
+            "HTTP request latency by route template.",
+            ["method", "route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.plans = Counter(
-            "planner_plans", "Plans answered, by where they came from.", ["source"], registry=r,
+            "planner_plans",
+            "Plans answered, by where they came from.",
+            ["source"],
+            registry=r,
         )
         self.plan_steps = Histogram(
-            "planner_plan_steps", "Steps per plan answered.",
-            buckets=(1, 2, 3, 4, 5, 6, 7, 8, 10, 15, 20), registry=r,
+            "planner_plan_steps",
+            "Steps per plan answered.",
+            buckets=(1, 2, 3, 4, 5, 6, 7, 8, 10, 15, 20),
+            registry=r,
         )
         self.llm_calls = Counter(
-            "planner_llm_calls", "LLM calls, by model and outcome.", ["model", "outcome"],
+            "planner_llm_calls",
+            "LLM calls, by model and outcome.",
+            ["model", "outcome"],
             registry=r,
         )
         self.llm_latency = Histogram(
-            "planner_llm_call_duration_seconds", "LLM call latency by model.", ["model"],
-            buckets=_LATENCY_BUCKETS, registry=r,
+            "planner_llm_call_duration_seconds",
+            "LLM call latency by model.",
+            ["model"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.llm_tokens = Counter(
-            "planner_llm_tokens", "Tokens used by planning calls.", ["model", "type"], registry=r,
+            "planner_llm_tokens",
+            "Tokens used by planning calls.",
+            ["model", "type"],
+            registry=r,
         )
         self.llm_cost = Counter(
-            "planner_llm_cost_usd", "Estimated USD spent on planning calls.", ["model"],
+            "planner_llm_cost_usd",
+            "Estimated USD spent on planning calls.",
+            ["model"],
             registry=r,
         )
         self.parse_failures = Counter(
-            "planner_parse_failures", "Model answers that held no usable plan, by reason.",
-            ["reason"], registry=r,
+            "planner_parse_failures",
+            "Model answers that held no usable plan, by reason.",
+            ["reason"],
+            registry=r,
         )
         self.repairs = Counter(
-            "planner_repairs", "Local fixes applied to model answers, by kind.", ["reason"],
+            "planner_repairs",
+            "Local fixes applied to model answers, by kind.",
+            ["reason"],
             registry=r,
         )
         self.retries = Counter(
-            "planner_retries", "LLM calls repeated, by reason.", ["reason"], registry=r,
+            "planner_retries",
+            "LLM calls repeated, by reason.",
+            ["reason"],
+            registry=r,
         )
         self.fallbacks = Counter(
-            "planner_fallbacks", "Plans answered by the rule-based planner, by reason.",
-            ["reason"], registry=r,
+            "planner_fallbacks",
+            "Plans answered by the rule-based planner, by reason.",
+            ["reason"],
+            registry=r,
         )
         self.build_info = Info("planner_build", "Version of this service.", registry=r)
         self.build_info.info({"version": version, "prompt_version": prompt_version})
         self.ready = Gauge("planner_ready", "1 when the service takes traffic.", registry=r)
         # OpenTelemetry GenAI semantic-convention names, for dashboards built on them.
         self.genai_tokens = Histogram(
-            "gen_ai_client_token_usage", "Tokens per LLM call (OpenTelemetry GenAI).",
+            "gen_ai_client_token_usage",
+            "Tokens per LLM call (OpenTelemetry GenAI).",
             ["gen_ai_operation_name", "gen_ai_request_model", "gen_ai_token_type"],
-            buckets=_TOKEN_BUCKETS, registry=r,
+            buckets=_TOKEN_BUCKETS,
+            registry=r,
         )
         self.genai_duration = Histogram(
             "gen_ai_client_operation_duration_seconds",
             "LLM call duration (OpenTelemetry GenAI).",
             ["gen_ai_operation_name", "gen_ai_request_model", "error_type"],
-            buckets=_LATENCY_BUCKETS, registry=r,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
 
     def render(self) -> bytes:

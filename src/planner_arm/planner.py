@@ -72,7 +72,8 @@ class PlannerArm:
         self.llm = llm
         self.metrics = metrics
         self.clock = clock or Clock()
-        self.policy = RetryPolicy(settings.retry, self.clock, rng or random.Random())
+        jitter_source = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
+        self.policy = RetryPolicy(settings.retry, self.clock, jitter_source)
         self.rules = PlanRules.from_settings(settings)
         self.resolver = ArmResolver(settings.arms, settings.arm_aliases)
         self.system_prompt = system_prompt(settings.arms, settings.planning)
@@ -88,9 +89,15 @@ class PlannerArm:
 
         if isinstance(outcome, _Success):
             response = assemble_response(
-                draft=outcome.draft, valid=outcome.valid, goal=request.goal, source="llm",
-                model=outcome.model, spend=spend, request_id=request_id,
-                latency_ms=(self.clock.now() - started) * 1000, prompt_version=PROMPT_VERSION,
+                draft=outcome.draft,
+                valid=outcome.valid,
+                goal=request.goal,
+                source="llm",
+                model=outcome.model,
+                spend=spend,
+                request_id=request_id,
+                latency_ms=(self.clock.now() - started) * 1000,
+                prompt_version=PROMPT_VERSION,
             )
         else:
             response = self._fallback(request, request_id, outcome, spend, started)
@@ -115,13 +122,22 @@ class PlannerArm:
         if failure.reason != "llm_disabled":
             spend.warn_once(f"fallback_used: {failure.reason}: {failure.detail}")
         draft = fallback_plan(
-            request.goal, request.constraints, request.context,
-            planning=self.settings.planning, resolver=self.resolver,
+            request.goal,
+            request.constraints,
+            request.context,
+            planning=self.settings.planning,
+            resolver=self.resolver,
         )
         return assemble_response(
-            draft=draft, valid=validate_plan(draft, self.rules), goal=request.goal,
-            source="fallback", model=None, spend=spend, request_id=request_id,
-            latency_ms=(self.clock.now() - started) * 1000, prompt_version=PROMPT_VERSION,
+            draft=draft,
+            valid=validate_plan(draft, self.rules),
+            goal=request.goal,
+            source="fallback",
+            model=None,
+            spend=spend,
+            request_id=request_id,
+            latency_ms=(self.clock.now() - started) * 1000,
+            prompt_version=PROMPT_VERSION,
             fixed_confidence=self.settings.fallback.confidence,
         )
 
@@ -147,11 +163,11 @@ class PlannerArm:
                 except LLMError as error:
                     spend.calls += 1
                     self.metrics.record_llm_call(model, error.code, self.clock.now() - call_started)
-                    log.info("llm_call_failed", model=model, error=error.code,
-                             detail=error.detail)
+                    log.info("llm_call_failed", model=model, error=error.code, detail=error.detail)
                     failure = _Failure(
                         "llm_rejected" if error.status in (401, 403, 404) else "llm_unavailable",
-                        f"{model}: {error}", [],
+                        f"{model}: {error}",
+                        [],
                     )
                     retries += 1
                     decision = self.policy.decide(error, retries)
@@ -161,7 +177,9 @@ class PlannerArm:
                         break
                     self.metrics.retries.labels(decision.reason).inc()
                     if not await self.policy.wait(decision.wait, deadline):
-                        reason = "llm_unavailable" if isinstance(error, LLMRateLimited) else "deadline"
+                        reason = (
+                            "llm_unavailable" if isinstance(error, LLMRateLimited) else "deadline"
+                        )
                         return _Failure(reason, failure.detail, [])
                     continue
 
@@ -172,8 +190,7 @@ class PlannerArm:
                 except (PlanParseError, PlanInvalid) as problem:
                     errors = getattr(problem, "errors", [problem.detail])
                     self.metrics.parse_failures.labels(problem.code).inc()
-                    log.info("plan_answer_rejected", model=model, error=problem.code,
-                             errors=errors)
+                    log.info("plan_answer_rejected", model=model, error=problem.code, errors=errors)
                     failure = _Failure("invalid_plan", f"{model}: {problem.detail}", errors)
                     if repairs_left <= 0:
                         break
@@ -203,8 +220,12 @@ class PlannerArm:
         elif usd == 0.0 and completion.prompt_tokens:
             spend.warn_once(f"no_price_for_model: {model}")
         self.metrics.record_llm_call(
-            model, "ok", completion.latency_seconds,
-            completion.prompt_tokens, completion.completion_tokens, usd,
+            model,
+            "ok",
+            completion.latency_seconds,
+            completion.prompt_tokens,
+            completion.completion_tokens,
+            usd,
         )
 
     def _record(self, response: PlanResponse, request: PlanRequest) -> None:

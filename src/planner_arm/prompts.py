@@ -68,8 +68,13 @@ def plan_json_schema(arm_ids: Sequence[str], planning: PlanningSettings) -> dict
             "estimated_duration_seconds": {"type": "integer"},
         },
         "required": [
-            "step", "action", "required_arm", "acceptance_criteria", "depends_on",
-            "estimated_cost_tier", "estimated_duration_seconds",
+            "step",
+            "action",
+            "required_arm",
+            "acceptance_criteria",
+            "depends_on",
+            "estimated_cost_tier",
+            "estimated_duration_seconds",
         ],
         "additionalProperties": False,
     }

@@ -67,10 +67,10 @@ class RetryPolicy:
 
     def backoff(self, retry_number: int) -> float:
         """Seconds before retry `retry_number` (1 for the first retry)."""
-        base = self.settings.backoff_base_seconds * (2 ** (retry_number - 1))
+        base = self.settings.backoff_base_seconds * 2.0 ** (retry_number - 1)
         capped = min(base, self.settings.backoff_max_seconds)
         spread = capped * self.settings.jitter
-        return max(0.0, capped - spread + self.rng.random() * spread)
+        return max(0.0, capped - spread + float(self.rng.random()) * spread)
 
     def decide(self, error: LLMError, retry_number: int) -> Decision:
         """What to do after `error`; `retry_number` is the retry this would be (1-based)."""

@@ -1,0 +1,128 @@
+"""The real service process under uvicorn, on a free loopback port, spoken to over HTTP.
+
+The model is a stub OpenAI-compatible server on loopback too, so the real openai client, the
+real sockets and the real uvicorn all run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from conftest import completion_body, good_plan
+from invariants import assert_valid_plan
+
+STARTUP_SECONDS = 30
+
+
+class StubModel(BaseHTTPRequestHandler):
+    """Answers every chat completion with a good plan and counts the calls."""
+
+    calls = 0
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length", "0"))
+        json.loads(self.rfile.read(length))
+        type(self).calls += 1
+        body = json.dumps(completion_body(json.dumps(good_plan()))).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def stub_model() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StubModel)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_service(
+    port: int, env: dict[str, str]
+) -> tuple[subprocess.Popen[str], queue.Queue[str], threading.Thread]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "planner_arm", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env={**os.environ, **env},
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert process.stderr is not None
+    stream = process.stderr
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True)
+    reader.start()
+    seen = []
+    while True:
+        try:
+            line = lines.get(timeout=STARTUP_SECONDS)
+        except queue.Empty:
+            process.kill()
+            raise AssertionError(f"service did not start; it said: {seen}") from None
+        seen.append(line)
+        if "Application startup complete" in line:
+            return process, lines, reader
+
+
+@pytest.fixture
+def service(stub_model: str) -> Iterator[str]:
+    port = free_port()
+    process, lines, reader = start_service(
+        port, {"OPENAI_BASE_URL": stub_model, "LOG_FORMAT": "json"}
+    )
+    yield f"http://127.0.0.1:{port}"
+    process.terminate()
+    # uvicorn shuts down cleanly on SIGTERM, then re-raises the signal: -15 is the clean exit.
+    assert process.wait(timeout=15) in (0, -15)
+    reader.join(timeout=5)
+    said = []
+    while not lines.empty():
+        said.append(lines.get_nowait())
+    assert any("service_stopped" in line for line in said), said
+
+
+def test_real_server_plans_over_http(service: str) -> None:
+    with httpx.Client(base_url=service, timeout=10) as client:
+        ready = client.get("/ready")
+        response = client.post(
+            "/plan",
+            json={"goal": "Fix authentication bug and add tests"},
+            headers={"X-Request-ID": "e2e-1"},
+        )
+        bad = client.post("/plan", json={"goal": " "})
+        metrics = client.get("/metrics").text
+    assert ready.status_code == 200
+    assert response.status_code == 200
+    body = response.json()
+    assert_valid_plan(body)
+    assert body["metadata"]["source"] == "llm"
+    assert response.headers["x-request-id"] == "e2e-1"
+    assert StubModel.calls == 1
+    assert bad.status_code == 422
+    assert bad.json()["error"] == "invalid_request"
+    assert 'planner_plans_total{source="llm"} 1.0' in metrics
