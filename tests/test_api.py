@@ -349,6 +349,7 @@ async def test_without_fallback_deadline_is_504(chat_route: respx.Route) -> None
         ({"goal": "g", "context": {"blob": "x" * 33_000}}, ["body", "context"]),
         ({"goal": "g", "context": []}, ["body", "context"]),
         ({"goal": "g", "request_id": "r" * 129}, ["body", "request_id"]),
+        ({"goal": "g", "request_id": "a\r\nSet-Cookie: x"}, ["body", "request_id"]),
         ({"goal": "g", "goals": "typo"}, ["body", "goals"]),
         ([1, 2], ["body"]),
     ],
@@ -476,3 +477,54 @@ async def test_metrics_after_traffic(chat_route: respx.Route) -> None:
     assert sample(text, "gen_ai_client_operation_duration_seconds_count") == 1
     assert sample(text, "planner_build_info", version="0.1.0") == 1
     assert sample(text, "planner_http_request_duration_seconds_count", route="/plan") == 2
+
+
+# --- truncation and logs ----------------------------------------------------------------------
+
+
+async def test_truncated_answer_is_kept_but_says_so(chat_route: respx.Route) -> None:
+    text = json.dumps(good_plan())
+    cut = text[: text.index('"rationale"') - 1]  # cut off inside the object, after the steps
+    chat_route.return_value = answer(cut, finish_reason="length")
+    async with running_app(make_settings()) as client:
+        body = (await client.post("/plan", json=GOAL)).json()
+    assert_valid_plan(body)
+    assert body["metadata"]["attempts"] == 1
+    assert any(r.startswith("truncated_output") for r in body["metadata"]["repairs"])
+
+
+async def test_logs_one_line_per_plan_and_never_the_key(
+    chat_route: respx.Route, fake_clock: FakeClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat_route.side_effect = [
+        httpx.Response(401, json={"error": {"message": f"Incorrect API key {TEST_KEY}"}}),
+    ]
+    long_goal = "Refactor the billing module " + "very " * 60 + "carefully"
+    settings = make_settings(server={"log_level": "DEBUG", "log_format": "json"})
+    async with running_app(settings, fake_clock) as client:
+        await client.post("/plan", json={"goal": long_goal}, headers={"X-Request-ID": "log-1"})
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line]
+    assert TEST_KEY not in json.dumps(lines)
+    plans = [line for line in lines if line["event"] == "plan_created"]
+    assert len(plans) == 1
+    assert plans[0]["request_id"] == "log-1"
+    assert plans[0]["goal"] == long_goal[:100]
+    assert plans[0]["source"] == "fallback"
+    assert plans[0]["attempts"] == 1
+    assert plans[0]["steps"] >= 3
+    assert "duration_ms" in plans[0]
+    failed = [line for line in lines if line["event"] == "llm_call_failed"]
+    assert failed
+    assert failed[0]["error"] == "auth_failed"
+
+
+async def test_raw_answer_is_logged_only_at_debug(
+    chat_route: respx.Route, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat_route.return_value = answer(good_plan())
+    for level, expected in (("INFO", False), ("DEBUG", True)):
+        settings = make_settings(server={"log_level": level, "log_format": "json"})
+        async with running_app(settings) as client:
+            await client.post("/plan", json=GOAL)
+        logged = capsys.readouterr().err
+        assert ("token expiry check" in logged) is expected, level

@@ -19,14 +19,17 @@ cli = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-err = Console(stderr=True)
+
+
+def _err() -> Console:
+    return Console(stderr=True)
 
 
 def _settings() -> Settings:
     try:
         return load_settings()
     except ConfigError as exc:
-        err.print(f"[red]configuration error:[/red] {exc}", highlight=False)
+        _err().print(f"[red]configuration error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None
 
 
@@ -39,6 +42,7 @@ def serve(
     import uvicorn
 
     from planner_arm.app import create_app
+    from planner_arm.logging import uvicorn_log_config
 
     settings = _settings()
     app = create_app(settings)
@@ -47,6 +51,7 @@ def serve(
         host=host or settings.server.host,
         port=port or settings.server.port,
         log_level=settings.server.log_level.lower(),
+        log_config=uvicorn_log_config(settings.server.log_level, settings.server.log_format),
         access_log=False,  # our own plan_created lines and metrics say more
     )
 
@@ -85,7 +90,7 @@ def plan(
         request = PlanRequest(goal=goal, constraints=constraint or [])
         response = asyncio.run(_plan_once(settings, request))
     except (ValueError, PlannerError) as exc:
-        err.print(f"[red]cannot plan:[/red] {exc}", highlight=False)
+        _err().print(f"[red]cannot plan:[/red] {exc}", highlight=False)
         raise typer.Exit(1) from None
     if as_json:
         typer.echo(json.dumps(response.model_dump(mode="json"), indent=2))

@@ -39,7 +39,10 @@ class PlanRequest(BaseModel):
     goal: str = Field(min_length=1, max_length=MAX_GOAL_CHARS, description="What to accomplish")
     constraints: list[str] = Field(default_factory=list, max_length=MAX_CONSTRAINTS)
     context: dict[str, Any] = Field(default_factory=dict)
-    request_id: str | None = Field(default=None, min_length=1, max_length=MAX_REQUEST_ID_CHARS)
+    # Printable ASCII only: it is echoed in a response header.
+    request_id: str | None = Field(
+        default=None, min_length=1, max_length=MAX_REQUEST_ID_CHARS, pattern=r"^[\x20-\x7e]+$"
+    )
 
     @field_validator("goal")
     @classmethod
