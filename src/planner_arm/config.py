@@ -21,6 +21,8 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from planner_arm.defaults import DEFAULT_ARM_ALIASES, DEFAULT_ARMS, DEFAULT_PRICING
+
 ResponseFormat = Literal["json_object", "json_schema", "none"]
 
 
@@ -98,194 +100,11 @@ class ServerSettings(Section):
 
 
 def _default_arms() -> list[ArmSpec]:
-    return [
-        ArmSpec(
-            id="planner",
-            capabilities=["planning", "task_decomposition", "dependency_resolution"],
-            description="Breaks work down, sequences it and decides between options.",
-            keywords=[
-                "plan",
-                "decompose",
-                "design",
-                "prioritize",
-                "prioritise",
-                "decide",
-                "outline",
-                "strategy",
-                "coordinate",
-                "break down",
-                "schedule",
-            ],
-        ),
-        ArmSpec(
-            id="retriever",
-            capabilities=["search", "knowledge_retrieval"],
-            description="Searches code, documentation, knowledge bases and the web.",
-            keywords=[
-                "search",
-                "find",
-                "look up",
-                "lookup",
-                "retrieve",
-                "locate",
-                "gather",
-                "collect",
-                "research",
-                "read",
-                "survey",
-                "fetch documentation",
-                "identify sources",
-                "review literature",
-                "query",
-                "explore",
-            ],
-        ),
-        ArmSpec(
-            id="coder",
-            capabilities=["code_generation", "debugging", "refactoring", "static_analysis"],
-            description="Writes, debugs and refactors code and tests.",
-            keywords=[
-                "code",
-                "implement",
-                "write",
-                "function",
-                "refactor",
-                "debug",
-                "fix",
-                "patch",
-                "program",
-                "script",
-                "class",
-                "module",
-                "api",
-                "bug",
-                "unit test",
-                "tests",
-                "endpoint",
-                "migration",
-                "schema",
-                "compile",
-            ],
-        ),
-        ArmSpec(
-            id="executor",
-            capabilities=["shell", "api_calls", "deployment"],
-            description="Runs commands, test suites, API calls and deployments.",
-            keywords=[
-                "run",
-                "execute",
-                "deploy",
-                "install",
-                "build",
-                "launch",
-                "start",
-                "restart",
-                "provision",
-                "shell",
-                "command",
-                "call the api",
-                "upload",
-                "download",
-                "release",
-                "rollout",
-                "roll out",
-                "benchmark",
-                "measure",
-            ],
-        ),
-        ArmSpec(
-            id="judge",
-            capabilities=["validation", "fact_checking", "quality_assurance"],
-            description="Checks results against acceptance criteria and constraints.",
-            keywords=[
-                "validate",
-                "verify",
-                "check",
-                "review",
-                "test",
-                "confirm",
-                "assess",
-                "evaluate",
-                "audit quality",
-                "fact-check",
-                "approve",
-                "inspect",
-            ],
-        ),
-        ArmSpec(
-            id="guardian",
-            capabilities=["pii_detection", "safety_check", "policy_enforcement"],
-            description="Screens for PII, secrets, safety and policy problems.",
-            keywords=[
-                "pii",
-                "privacy",
-                "security",
-                "secure",
-                "safety",
-                "safe",
-                "policy",
-                "compliance",
-                "gdpr",
-                "secret",
-                "credential",
-                "vulnerability",
-                "sanitize",
-                "sanitise",
-                "redact",
-                "permission",
-                "threat",
-            ],
-        ),
-    ]
-
-
-def _default_aliases() -> dict[str, str]:
-    return {
-        "research": "retriever",
-        "researcher": "retriever",
-        "search": "retriever",
-        "searcher": "retriever",
-        "retrieval": "retriever",
-        "browser": "retriever",
-        "developer": "coder",
-        "programmer": "coder",
-        "engineer": "coder",
-        "code": "coder",
-        "coding": "coder",
-        "dev": "coder",
-        "shell": "executor",
-        "runner": "executor",
-        "execution": "executor",
-        "exec": "executor",
-        "ops": "executor",
-        "devops": "executor",
-        "deployer": "executor",
-        "validator": "judge",
-        "validation": "judge",
-        "qa": "judge",
-        "reviewer": "judge",
-        "tester": "judge",
-        "verifier": "judge",
-        "critic": "judge",
-        "security": "guardian",
-        "safety": "guardian",
-        "privacy": "guardian",
-        "compliance": "guardian",
-        "orchestrator": "planner",
-        "manager": "planner",
-        "architect": "planner",
-        "coordinator": "planner",
-    }
+    return [ArmSpec(**arm) for arm in DEFAULT_ARMS]
 
 
 def _default_pricing() -> dict[str, Price]:
-    # USD per million tokens, from the providers' published list prices.
-    return {
-        "gpt-3.5-turbo": Price(input_per_million=0.50, output_per_million=1.50),
-        "gpt-4o-mini": Price(input_per_million=0.15, output_per_million=0.60),
-        "gpt-4o": Price(input_per_million=2.50, output_per_million=10.00),
-        "gpt-4.1-mini": Price(input_per_million=0.40, output_per_million=1.60),
-    }
+    return {model: Price(**price) for model, price in DEFAULT_PRICING.items()}
 
 
 class Settings(BaseSettings):
@@ -299,7 +118,7 @@ class Settings(BaseSettings):
     fallback: FallbackSettings = Field(default_factory=FallbackSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)
-    arm_aliases: dict[str, str] = Field(default_factory=_default_aliases)
+    arm_aliases: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ARM_ALIASES))
     pricing: dict[str, Price] = Field(default_factory=_default_pricing)
     api_key: SecretStr | None = None
 
