@@ -97,6 +97,38 @@ class ServerSettings(Section):
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["auto", "json", "console"] = "auto"
+    # On SIGTERM: /ready turns 503, requests in flight get this long to finish.
+    drain_seconds: float = Field(15.0, ge=0, le=300)
+
+
+class ConnectionSettings(Section):
+    """The one pooled HTTP client to the LLM, and how many calls may be in flight."""
+
+    max_connections: int = Field(100, ge=1, le=10_000)
+    max_keepalive_connections: int = Field(20, ge=0, le=10_000)
+    keepalive_expiry_seconds: float = Field(30.0, ge=0, le=3600)
+    connect_timeout_seconds: float = Field(5.0, gt=0, le=60)
+    max_in_flight: int = Field(64, ge=1, le=10_000)
+    # A request waits at most this long (and never past its deadline) for a free call slot;
+    # then the fallback answers instead of a queue that grows without end.
+    queue_timeout_seconds: float = Field(1.0, ge=0, le=60)
+
+
+class CircuitSettings(Section):
+    """Per model: after repeated failures the model is skipped for a cooldown."""
+
+    enabled: bool = True
+    consecutive_failures: int = Field(5, ge=1, le=1000)
+    failure_rate: float = Field(0.5, gt=0, le=1)
+    min_calls: int = Field(10, ge=1, le=10_000)
+    window_seconds: float = Field(60.0, gt=0, le=3600)
+    cooldown_seconds: float = Field(30.0, gt=0, le=3600)
+
+
+class CacheSettings(Section):
+    enabled: bool = True
+    ttl_seconds: float = Field(300.0, gt=0, le=86_400)
+    max_entries: int = Field(1024, ge=1, le=1_000_000)
 
 
 def _default_arms() -> list[ArmSpec]:
@@ -117,6 +149,9 @@ class Settings(BaseSettings):
     retry: RetrySettings = Field(default_factory=RetrySettings)
     fallback: FallbackSettings = Field(default_factory=FallbackSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    connection: ConnectionSettings = Field(default_factory=ConnectionSettings)
+    circuit: CircuitSettings = Field(default_factory=CircuitSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
     arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)
     arm_aliases: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ARM_ALIASES))
     pricing: dict[str, Price] = Field(default_factory=_default_pricing)
@@ -188,6 +223,9 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
     "MAX_PLAN_STEPS": ("planning", "max_steps"),
     "TIMEOUT_SECONDS": ("planning", "timeout_seconds"),
     "FALLBACK_ENABLED": ("fallback", "enabled"),
+    "CACHE_ENABLED": ("cache", "enabled"),
+    "CACHE_TTL_SECONDS": ("cache", "ttl_seconds"),
+    "DRAIN_SECONDS": ("server", "drain_seconds"),
     "LOG_LEVEL": ("server", "log_level"),
     "LOG_FORMAT": ("server", "log_format"),
     "HOST": ("server", "host"),

@@ -20,6 +20,14 @@ MAX_REQUEST_ID_CHARS = 128
 PlanSource = Literal["llm", "fallback", "cache"]
 
 
+class PlanOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    use_cache: bool = Field(
+        True, description="False: plan afresh even if an identical request was just answered"
+    )
+
+
 class PlanRequest(BaseModel):
     """What to plan for. Unknown fields are refused so a typo is not silently ignored."""
 
@@ -43,6 +51,8 @@ class PlanRequest(BaseModel):
     request_id: str | None = Field(
         default=None, min_length=1, max_length=MAX_REQUEST_ID_CHARS, pattern=r"^[\x20-\x7e]+$"
     )
+
+    options: PlanOptions = Field(default_factory=PlanOptions)
 
     @field_validator("goal")
     @classmethod
@@ -101,6 +111,9 @@ class PlanMetadata(BaseModel):
     warnings: list[str]
     latency_ms: float = Field(ge=0)
     prompt_version: str
+    cached_plan_id: str | None = Field(
+        None, description="With source 'cache': the plan_id of the answer this one repeats"
+    )
 
 
 class PlanResponse(BaseModel):
