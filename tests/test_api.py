@@ -447,7 +447,7 @@ async def test_capabilities_are_measured_from_traffic(chat_route: respx.Route) -
     assert before["success_rate"] == 0.92  # the seed's figure until there is traffic
     assert after["measured"] is True
     assert after["success_rate"] == 1.0
-    assert after["plans_by_source"] == {"llm": 2}
+    assert after["plans_by_source"] == {"llm": 1, "cache": 1}
     assert after["average_latency_ms"] != before["average_latency_ms"]
     assert after["arm_id"] == "planner"
     assert {a["id"] for a in after["arms"]} >= {"coder", "judge"}
@@ -528,3 +528,19 @@ async def test_raw_answer_is_logged_only_at_debug(
             await client.post("/plan", json=GOAL)
         logged = capsys.readouterr().err
         assert ("token expiry check" in logged) is expected, level
+
+
+async def test_health_reports_open_circuits(chat_route: respx.Route, fake_clock: FakeClock) -> None:
+    chat_route.return_value = httpx.Response(503, json={})
+    settings = make_settings(circuit={"consecutive_failures": 3})
+    async with running_app(settings, fake_clock) as client:
+        before = (await client.get("/health")).json()
+        await client.post("/plan", json=GOAL)
+        after = (await client.get("/health")).json()
+        metrics = (await client.get("/metrics")).text
+    assert before["llm"] == "configured"
+    assert before["circuits"] == {"gpt-3.5-turbo": "closed"}
+    assert after["llm"] == "degraded"
+    assert after["circuits"] == {"gpt-3.5-turbo": "open"}
+    assert sample(metrics, "planner_llm_circuit_state", model="gpt-3.5-turbo") == 2
+    assert sample(metrics, "planner_llm_circuit_opened_total", model="gpt-3.5-turbo") == 1

@@ -192,3 +192,32 @@ async def test_provider_error_text_never_carries_the_key(
 
 def test_redact_removes_key_shaped_text() -> None:
     assert "sk-proj-abcdef123456" not in redact("bad key sk-proj-abcdef123456 given", None)
+
+
+def test_pool_is_sized_from_config() -> None:
+    from planner_arm.llm import build_http_client
+
+    settings = make_settings(
+        connection={
+            "max_connections": 7,
+            "max_keepalive_connections": 3,
+            "keepalive_expiry_seconds": 12,
+            "connect_timeout_seconds": 2,
+        },
+    )
+    client = build_http_client(settings)
+    pool = client._transport._pool  # the httpcore pool behind the client
+    assert pool._max_connections == 7
+    assert pool._max_keepalive_connections == 3
+    assert pool._keepalive_expiry == 12
+    assert client.timeout.connect == 2
+
+
+async def test_one_pooled_connection_serves_many_calls(chat_route: respx.Route) -> None:
+    http = httpx.AsyncClient()
+    llm = LLMClient(make_settings(), http)
+    chat_route.return_value = answer("{}")
+    for _ in range(3):
+        await llm.complete("m", MESSAGES, timeout=5)
+    assert llm._client._client is http  # the SDK uses our client, not one of its own
+    await llm.aclose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 
@@ -95,3 +96,74 @@ async def test_model_supplied_fields_are_kept(
     assert response.complexity_score == 0.5
     assert response.confidence == 0.9
     assert response.metadata.repairs == []
+
+
+async def test_open_circuit_skips_the_model_without_a_call(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.return_value = httpx.Response(503, json={})
+    planner = build(
+        {"circuit": {"consecutive_failures": 2}, "retry": {"max_llm_calls": 1}}, fake_clock
+    )
+    for _ in range(2):
+        assert (await planner.plan(REQUEST, "r")).metadata.source == "fallback"
+    assert chat_route.call_count == 2
+    skipped = await planner.plan(REQUEST, "r")
+    assert skipped.metadata.source == "fallback"
+    assert skipped.metadata.attempts == 0
+    assert chat_route.call_count == 2
+    assert any("circuit_open" in w for w in skipped.metadata.warnings)
+    # After the cooldown one probe goes through, and its success closes the circuit.
+    fake_clock.time += 30
+    chat_route.return_value = answer(good_plan())
+    assert (await planner.plan(REQUEST, "r")).metadata.source == "llm"
+    assert planner.llm is not None
+    assert planner.llm.breakers.states() == {"gpt-3.5-turbo": "closed"}
+
+
+async def test_open_circuit_moves_to_the_next_model(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.side_effect = lambda request: (
+        httpx.Response(503, json={})
+        if json.loads(request.content)["model"] == "a"
+        else answer(good_plan())
+    )
+    planner = build(
+        {
+            "model": {"name": "a", "fallback_models": ["b"]},
+            "circuit": {"consecutive_failures": 1},
+            "retry": {"max_llm_calls": 2},
+        },
+        fake_clock,
+    )
+    first = await planner.plan(REQUEST, "r")
+    assert first.metadata.model == "b"
+    assert models_called(chat_route) == ["a", "b"]
+    second = await planner.plan(REQUEST, "r")
+    assert second.metadata.model == "b"
+    assert models_called(chat_route) == ["a", "b", "b"]  # "a" skipped while open
+
+
+async def test_full_call_slots_give_the_fallback_not_a_queue(chat_route: respx.Route) -> None:
+    release = asyncio.Event()
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        await release.wait()
+        return answer(good_plan())
+
+    chat_route.side_effect = held
+    settings = make_settings(connection={"max_in_flight": 1, "queue_timeout_seconds": 0.05})
+    planner = PlannerArm(
+        settings, LLMClient(settings, httpx.AsyncClient()), PlannerMetrics("t", "t")
+    )
+    holder = asyncio.create_task(planner.plan(REQUEST, "holder"))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    waiting = await planner.plan(REQUEST, "waiter")
+    assert waiting.metadata.source == "fallback"
+    assert waiting.metadata.attempts == 0
+    assert any("saturated" in w for w in waiting.metadata.warnings)
+    release.set()
+    assert (await holder).metadata.source == "llm"
+    assert chat_route.call_count == 1

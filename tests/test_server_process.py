@@ -9,31 +9,38 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 
-from conftest import completion_body, good_plan
+from conftest import completion_body, good_plan, make_settings
 from invariants import assert_valid_plan
 
 STARTUP_SECONDS = 30
 
 
 class StubModel(BaseHTTPRequestHandler):
-    """Answers every chat completion with a good plan and counts the calls."""
+    """Answers every chat completion with a good plan and counts the calls. A test can hold
+    the answers back: clear `gate`, wait for `arrived`, then set `gate`."""
 
     calls = 0
+    gate = threading.Event()
+    arrived = threading.Event()
 
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length", "0"))
         json.loads(self.rfile.read(length))
         type(self).calls += 1
+        type(self).arrived.set()
+        assert type(self).gate.wait(timeout=30)
         body = json.dumps(completion_body(json.dumps(good_plan()))).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -47,6 +54,9 @@ class StubModel(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stub_model() -> Iterator[str]:
+    StubModel.calls = 0
+    StubModel.gate.set()
+    StubModel.arrived.clear()
     server = ThreadingHTTPServer(("127.0.0.1", 0), StubModel)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -126,3 +136,75 @@ def test_real_server_plans_over_http(service: str) -> None:
     assert bad.status_code == 422
     assert bad.json()["error"] == "invalid_request"
     assert 'planner_plans_total{source="llm"} 1.0' in metrics
+
+
+def wait_for_line(lines: queue.Queue[str], text: str, seen: list[str]) -> None:
+    """Reads the service's log lines until one contains `text` (event-driven, no sleep)."""
+    while True:
+        try:
+            line = lines.get(timeout=10)
+        except queue.Empty:
+            raise AssertionError(f"never logged {text!r}; logged: {seen}") from None
+        seen.append(line)
+        if text in line:
+            return
+
+
+def test_sigterm_drains_requests_in_flight(stub_model: str) -> None:
+    port = free_port()
+    env = {"OPENAI_BASE_URL": stub_model, "LOG_FORMAT": "json", "DRAIN_SECONDS": "5"}
+    process, lines, reader = start_service(port, env)
+    try:
+        StubModel.gate.clear()
+        results: list[httpx.Response] = []
+        client = threading.Thread(
+            target=lambda: results.append(
+                httpx.post(f"http://127.0.0.1:{port}/plan", json={"goal": "Ship it"}, timeout=20)
+            )
+        )
+        client.start()
+        assert StubModel.arrived.wait(timeout=10)  # the request is now waiting on the model
+        said: list[str] = []
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        # uvicorn logs this once its listening socket is closed and it waits on our request.
+        wait_for_line(lines, "Waiting for connections to close", said)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        StubModel.gate.set()
+        client.join(timeout=15)
+        assert process.wait(timeout=10) in (0, -15)
+        exited_after = time.monotonic() - signalled
+    finally:
+        StubModel.gate.set()
+        process.kill()
+    assert results, "the request in flight got no answer"
+    assert results[0].status_code == 200
+    assert results[0].json()["metadata"]["source"] == "llm"
+    assert exited_after < 5
+    reader.join(timeout=5)
+    while not lines.empty():
+        said.append(lines.get_nowait())
+    assert any("service_stopped" in line for line in said)
+
+
+async def test_exit_signal_turns_ready_off_at_once() -> None:
+    import uvicorn
+
+    from planner_arm.app import create_app
+    from planner_arm.server import build_server
+
+    settings = make_settings(llm=False)
+    app = create_app(settings)
+    server = build_server(app, settings, "127.0.0.1", 0)
+    assert isinstance(server.config, uvicorn.Config)
+    assert server.config.timeout_graceful_shutdown == 14  # drain 15 s, half a second kept
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:
+            assert (await client.get("/ready")).status_code == 200
+            server.handle_exit(signal.SIGTERM, None)
+            assert (await client.get("/ready")).status_code == 503
+            # Requests already admitted still get their plan while draining.
+            assert (await client.post("/plan", json={"goal": "g"})).status_code == 200
+    assert server.should_exit

@@ -21,6 +21,7 @@ from planner_arm.llm import LLMClient
 from planner_arm.logging import RequestContextMiddleware, configure_logging
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.middleware import BodyLimitMiddleware, HTTPMetricsMiddleware
+from planner_arm.plan_cache import CachingPlanner
 from planner_arm.planner import PlannerArm
 from planner_arm.prompts import PROMPT_VERSION
 from planner_arm.retry import Clock
@@ -114,6 +115,7 @@ def create_app(
                 serving="rule-based planner",
             )
         services.planner = PlannerArm(settings, services.llm, metrics, clock, rng)
+        services.plans = CachingPlanner(services.planner, settings, metrics, services.planner.clock)
         services.state = "ready"
         metrics.ready.set(1)
         log.info(
@@ -125,8 +127,7 @@ def create_app(
         try:
             yield
         finally:
-            services.state = "stopping"
-            metrics.ready.set(0)
+            services.begin_shutdown()
             if services.llm is not None:
                 await services.llm.aclose()
             log.info("service_stopped")

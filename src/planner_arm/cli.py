@@ -39,21 +39,13 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default from config)")] = None,
 ) -> None:
     """Start the HTTP service."""
-    import uvicorn
-
     from planner_arm.app import create_app
-    from planner_arm.logging import uvicorn_log_config
+    from planner_arm.server import build_server
 
     settings = _settings()
     app = create_app(settings)
-    uvicorn.run(
-        app,
-        host=host or settings.server.host,
-        port=port or settings.server.port,
-        log_level=settings.server.log_level.lower(),
-        log_config=uvicorn_log_config(settings.server.log_level, settings.server.log_format),
-        access_log=False,  # our own plan_created lines and metrics say more
-    )
+    server = build_server(app, settings, host or settings.server.host, port or settings.server.port)
+    server.run()
 
 
 async def _plan_once(settings: Settings, request: PlanRequest) -> PlanResponse:

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version as package_version
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
@@ -15,6 +15,7 @@ from planner_arm.config import Settings
 from planner_arm.errors import PlannerError
 from planner_arm.llm import LLMClient
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE, PlannerMetrics
+from planner_arm.plan_cache import CachingPlanner
 from planner_arm.planner import PlannerArm
 from planner_arm.schemas import (
     ArmInfo,
@@ -44,8 +45,26 @@ class Services:
     stats: TrafficStats
     started_at: float = field(default_factory=time.monotonic)
     planner: PlannerArm | None = None
+    plans: CachingPlanner | None = None
     llm: LLMClient | None = None
     state: str = "starting"  # starting | ready | stopping
+
+    def begin_shutdown(self) -> None:
+        """From now on /ready says 503, so the orchestrator sends no new work."""
+        self.state = "stopping"
+        self.metrics.ready.set(0)
+
+    def llm_status(self) -> Literal["configured", "degraded", "disabled"]:
+        if not self.settings.llm_enabled:
+            return "disabled"
+        guarded = self.planner.llm if self.planner else None
+        if guarded is not None and guarded.breakers.degraded:
+            return "degraded"
+        return "configured"
+
+    def circuits(self) -> dict[str, str]:
+        guarded = self.planner.llm if self.planner else None
+        return guarded.breakers.states() if guarded is not None else {}
 
 
 def get_services(request: Request) -> Services:
@@ -53,14 +72,14 @@ def get_services(request: Request) -> Services:
     return services
 
 
-def get_planner(services: Annotated[Services, Depends(get_services)]) -> PlannerArm:
-    if services.planner is None or services.state != "ready":
+def get_planner(services: Annotated[Services, Depends(get_services)]) -> CachingPlanner:
+    if services.plans is None or services.state == "starting":
         raise PlannerError("the planner is not ready", code="not_ready")
-    return services.planner
+    return services.plans
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
-PlannerDep = Annotated[PlannerArm, Depends(get_planner)]
+PlannerDep = Annotated[CachingPlanner, Depends(get_planner)]
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -79,12 +98,15 @@ async def create_plan(
     body: PlanRequest, request: Request, planner: PlannerDep, services: ServicesDep
 ) -> PlanResponse:
     """Turn a goal into a validated, executable plan."""
+    no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
     if body.request_id:
         request.scope["state"]["request_id"] = body.request_id
     request_id: str = request.scope["state"]["request_id"]
     started = time.perf_counter()
     try:
-        response = await planner.plan(body, request_id)
+        response = await planner.plan(
+            body, request_id, use_cache=body.options.use_cache and not no_cache
+        )
     except PlannerError:
         services.stats.record_failure((time.perf_counter() - started) * 1000)
         raise
@@ -101,7 +123,8 @@ async def health(services: ServicesDep) -> HealthResponse:
         model=services.settings.model.name,
         timestamp=datetime.now(UTC).isoformat(),
         uptime_seconds=round(time.monotonic() - services.started_at, 3),
-        llm="configured" if services.settings.llm_enabled else "disabled",
+        llm=services.llm_status(),
+        circuits=services.circuits(),
     )
 
 

@@ -101,16 +101,28 @@ def _map_status_error(exc: openai.APIStatusError, key: str | None) -> LLMError:
     return LLMRejected(detail, code="bad_request", status=status)
 
 
+def build_http_client(settings: Settings) -> httpx.AsyncClient:
+    """The process's one connection pool to the LLM server, sized from config."""
+    pool = settings.connection
+    return httpx.AsyncClient(
+        limits=httpx.Limits(
+            max_connections=pool.max_connections,
+            max_keepalive_connections=pool.max_keepalive_connections,
+            keepalive_expiry=pool.keepalive_expiry_seconds,
+        ),
+        timeout=httpx.Timeout(
+            settings.planning.timeout_seconds, connect=pool.connect_timeout_seconds
+        ),
+    )
+
+
 class LLMClient:
     """One pooled connection to an OpenAI-compatible server for the whole process."""
 
     def __init__(self, settings: Settings, http_client: httpx.AsyncClient | None = None) -> None:
         self._settings = settings
         self._key = settings.api_key.get_secret_value() if settings.api_key else None
-        self._http = http_client or httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
-            timeout=httpx.Timeout(settings.planning.timeout_seconds, connect=5.0),
-        )
+        self._http = http_client or build_http_client(settings)
         self._client = openai.AsyncOpenAI(
             api_key=self._key or _PLACEHOLDER_KEY,
             base_url=settings.model.base_url,

@@ -105,6 +105,23 @@ class PlannerMetrics:
         self.build_info = Info("planner_build", "Version of this service.", registry=r)
         self.build_info.info({"version": version, "prompt_version": prompt_version})
         self.ready = Gauge("planner_ready", "1 when the service takes traffic.", registry=r)
+        self.circuit_state = Gauge(
+            "planner_llm_circuit_state",
+            "Circuit of each model: 0 closed, 1 half-open (probing), 2 open (skipped).",
+            ["model"],
+            registry=r,
+        )
+        self.circuit_opened = Counter(
+            "planner_llm_circuit_opened", "Times a model's circuit opened.", ["model"], registry=r
+        )
+        self.llm_in_flight = Gauge("planner_llm_in_flight", "LLM calls under way now.", registry=r)
+        self.cache_requests = Counter(
+            "planner_cache_requests",
+            "Plan requests by cache outcome: hit, coalesced (joined an identical request in "
+            "flight), miss, bypass (the caller opted out).",
+            ["result"],
+            registry=r,
+        )
         # OpenTelemetry GenAI semantic-convention names, for dashboards built on them.
         self.genai_tokens = Histogram(
             "gen_ai_client_token_usage",

@@ -6,6 +6,7 @@ does, or, only when the fallback is switched off, raises `PlanningFailed`.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +19,8 @@ from planner_arm.config import Settings
 from planner_arm.draft import DraftPlan, repair_code
 from planner_arm.errors import LLMError, LLMRateLimited, PlanningFailed, PlanParseError
 from planner_arm.errors import PlanValidationError as PlanInvalid
-from planner_arm.estimation import llm_cost_usd
 from planner_arm.fallback import fallback_plan
+from planner_arm.guarded_llm import CallSkipped, GuardedLLM
 from planner_arm.llm import Completion, LLMClient
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.normalise import normalise_plan
@@ -47,7 +48,9 @@ _LOG_GOAL_CHARS = 100
 class _Failure:
     """Why the model produced no plan, for the fallback metric and the 5xx mapping."""
 
-    reason: str  # llm_unavailable | llm_rejected | invalid_plan | deadline | call_budget
+    # llm_disabled | llm_unavailable | invalid_plan | deadline | call_budget | circuit_open
+    # | saturated
+    reason: str
     detail: str
     errors: list[str]
 
@@ -69,9 +72,9 @@ class PlannerArm:
         rng: random.Random | None = None,
     ) -> None:
         self.settings = settings
-        self.llm = llm
         self.metrics = metrics
         self.clock = clock or Clock()
+        self.llm = GuardedLLM(llm, settings, metrics, self.clock) if llm else None
         jitter_source = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
         self.policy = RetryPolicy(settings.retry, self.clock, jitter_source)
         self.rules = PlanRules.from_settings(settings)
@@ -101,7 +104,7 @@ class PlannerArm:
             )
         else:
             response = self._fallback(request, request_id, outcome, spend, started)
-        self._record(response, request)
+        self.record(response, request)
         return response
 
     def _fallback(
@@ -142,7 +145,18 @@ class PlannerArm:
         )
 
     async def _plan_with_llm(
-        self, llm: LLMClient, request: PlanRequest, deadline: Deadline, spend: Spend
+        self, llm: GuardedLLM, request: PlanRequest, deadline: Deadline, spend: Spend
+    ) -> _Success | _Failure:
+        # The per-call bounds already keep to the deadline; this catches whatever slips past
+        # them (a retry wait, a slow slot), so the fallback still answers in time.
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                return await self._ask_models(llm, request, deadline, spend)
+        except TimeoutError:
+            return _Failure("deadline", "the request deadline passed", [])
+
+    async def _ask_models(
+        self, llm: GuardedLLM, request: PlanRequest, deadline: Deadline, spend: Spend
     ) -> _Success | _Failure:
         first_messages = initial_messages(
             self.system_prompt, user_prompt(request.goal, request.constraints, request.context)
@@ -154,26 +168,21 @@ class PlannerArm:
             repairs_left = self.settings.retry.repairs_per_model
             retries = 0
             while spend.calls < max_calls:
-                remaining = deadline.remaining()
-                if remaining < _MIN_CALL_SECONDS:
+                if deadline.remaining() < _MIN_CALL_SECONDS:
                     return _Failure("deadline", "the request deadline passed", failure.errors)
-                call_started = self.clock.now()
                 try:
-                    completion = await llm.complete(model, messages, timeout=remaining)
+                    completion = await llm.call(model, messages, deadline, spend, _MIN_CALL_SECONDS)
+                except CallSkipped as skip:
+                    failure = _Failure(skip.reason, f"{model}: {skip.reason}", [])
+                    if skip.reason == "saturated":
+                        return failure  # every model shares the slots: no point moving on
+                    break
                 except LLMError as error:
-                    spend.calls += 1
-                    self.metrics.record_llm_call(model, error.code, self.clock.now() - call_started)
                     log.info("llm_call_failed", model=model, error=error.code, detail=error.detail)
-                    failure = _Failure(
-                        "llm_rejected" if error.status in (401, 403, 404) else "llm_unavailable",
-                        f"{model}: {error}",
-                        [],
-                    )
+                    failure = _Failure("llm_unavailable", f"{model}: {error}", [])
                     retries += 1
                     decision = self.policy.decide(error, retries)
-                    if decision.next is Next.NEXT_MODEL:
-                        break
-                    if spend.calls >= max_calls:
+                    if decision.next is Next.NEXT_MODEL or spend.calls >= max_calls:
                         break
                     self.metrics.retries.labels(decision.reason).inc()
                     if not await self.policy.wait(decision.wait, deadline):
@@ -183,8 +192,6 @@ class PlannerArm:
                         return _Failure(reason, failure.detail, [])
                     continue
 
-                spend.calls += 1
-                self._account(model, completion, spend)
                 try:
                     return _Success(model, *self._read_answer(completion))
                 except (PlanParseError, PlanInvalid) as problem:
@@ -208,27 +215,8 @@ class PlannerArm:
         draft.repairs[:0] = parse_repairs
         return draft, validate_plan(draft, self.rules)
 
-    def _account(self, model: str, completion: Completion, spend: Spend) -> None:
-        usd = llm_cost_usd(
-            model, completion.prompt_tokens, completion.completion_tokens, self.settings.pricing
-        )
-        spend.prompt_tokens += completion.prompt_tokens
-        spend.completion_tokens += completion.completion_tokens
-        spend.usd += usd
-        if not completion.usage_reported:
-            spend.warn_once(f"usage_not_reported: {model}")
-        elif usd == 0.0 and completion.prompt_tokens:
-            spend.warn_once(f"no_price_for_model: {model}")
-        self.metrics.record_llm_call(
-            model,
-            "ok",
-            completion.latency_seconds,
-            completion.prompt_tokens,
-            completion.completion_tokens,
-            usd,
-        )
-
-    def _record(self, response: PlanResponse, request: PlanRequest) -> None:
+    def record(self, response: PlanResponse, request: PlanRequest) -> None:
+        """Metrics and the one log line of an answered plan (the cache calls it too)."""
         meta = response.metadata
         self.metrics.plans.labels(meta.source).inc()
         self.metrics.plan_steps.observe(len(response.plan))

@@ -148,7 +148,12 @@ class HealthResponse(BaseModel):
     model: str
     timestamp: str
     uptime_seconds: float
-    llm: Literal["configured", "disabled"]
+    llm: Literal["configured", "degraded", "disabled"] = Field(
+        description="degraded: some model's circuit is open, so it is being skipped"
+    )
+    circuits: dict[str, str] = Field(
+        description="Circuit state per model: closed, half_open or open"
+    )
 
 
 class ReadyResponse(BaseModel):
