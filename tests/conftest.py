@@ -178,7 +178,8 @@ async def running_app(
         **kwargs,
     )
     async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
+        # As a real server would: an unhandled error is a 500 response, not an exception.
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://planner") as client:
             yield client
 

@@ -106,6 +106,17 @@ async def test_cache_can_be_switched_off(chat_route: respx.Route) -> None:
     assert chat_route.call_count == 2
 
 
+async def wait_until_coalesced(client: httpx.AsyncClient, count: int) -> None:
+    """Lets the event loop run until `count` requests have joined the one in flight."""
+    for _ in range(500):
+        await asyncio.sleep(0)  # a turn for the requests in flight; an in-process GET may not yield
+        text = (await client.get("/metrics")).text
+        line = 'planner_cache_requests_total{result="coalesced"} '
+        if f"{line}{float(count)}" in text:
+            return
+    raise AssertionError(f"fewer than {count} requests joined the one in flight")
+
+
 async def test_ten_identical_requests_at_once_make_one_call(chat_route: respx.Route) -> None:
     release = asyncio.Event()
     arrived = asyncio.Event()
@@ -119,9 +130,7 @@ async def test_ten_identical_requests_at_once_make_one_call(chat_route: respx.Ro
     async with running_app(make_settings()) as client:
         tasks = [asyncio.create_task(client.post("/plan", json=GOAL)) for _ in range(10)]
         await arrived.wait()
-        # Let every other request reach the planner before the model answers.
-        for _ in range(50):
-            await asyncio.sleep(0)
+        await wait_until_coalesced(client, 9)
         release.set()
         responses = await asyncio.gather(*tasks)
     bodies = [r.json() for r in responses]
@@ -147,8 +156,7 @@ async def test_a_shared_failure_reaches_every_caller(chat_route: respx.Route) ->
     chat_route.side_effect = failing
     async with running_app(make_settings(fallback={"enabled": False})) as client:
         tasks = [asyncio.create_task(client.post("/plan", json=GOAL)) for _ in range(3)]
-        for _ in range(50):
-            await asyncio.sleep(0)
+        await wait_until_coalesced(client, 2)
         release.set()
         responses = await asyncio.gather(*tasks)
     assert [r.status_code for r in responses] == [503, 503, 503]

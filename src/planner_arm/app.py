@@ -11,12 +11,19 @@ import httpx
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from planner_arm.config import Settings, load_settings
-from planner_arm.endpoints import Services, error_response, router, service_version
-from planner_arm.errors import PayloadTooLarge, PlannerError, PlanningFailed, RequestRejected
+from planner_arm.endpoints import error_response, planning_router, router
+from planner_arm.errors import (
+    PayloadTooLarge,
+    PlannerError,
+    PlanningFailed,
+    RequestRejected,
+    Unauthorized,
+)
 from planner_arm.llm import LLMClient
 from planner_arm.logging import RequestContextMiddleware, configure_logging
 from planner_arm.metrics import PlannerMetrics
@@ -25,6 +32,8 @@ from planner_arm.plan_cache import CachingPlanner
 from planner_arm.planner import PlannerArm
 from planner_arm.prompts import PROMPT_VERSION
 from planner_arm.retry import Clock
+from planner_arm.schemas import request_model_for
+from planner_arm.state import Services, service_version
 from planner_arm.traffic import TrafficStats
 
 log = structlog.get_logger("planner_arm.app")
@@ -35,6 +44,8 @@ _PLANNING_FAILED_STATUS = {"llm_unavailable": 503, "deadline_exceeded": 504, "in
 def _status_for(error: PlannerError) -> int:
     if isinstance(error, PayloadTooLarge):
         return 413
+    if isinstance(error, Unauthorized):
+        return 401
     if isinstance(error, RequestRejected):
         return 422
     if isinstance(error, PlanningFailed):
@@ -64,7 +75,10 @@ def _install_error_handlers(app: FastAPI) -> None:
         if isinstance(exc, PlanningFailed) and exc.errors:
             detail = f"{exc.detail}; problems: " + "; ".join(exc.errors)
         log.warning("request_failed", status=status, error=exc.code)
-        return error_response(status, exc.code, detail, _request_id(request))
+        response = error_response(status, exc.code, detail, _request_id(request))
+        if isinstance(exc, Unauthorized):
+            response.headers["WWW-Authenticate"] = 'Bearer realm="planner-arm"'
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -72,6 +86,16 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI's answer to a body its JSON parser gives up on (nested too deeply).
+            detail = [
+                {
+                    "loc": ["body"],
+                    "msg": "the body could not be parsed as JSON",
+                    "type": "json_invalid",
+                }
+            ]
+            return error_response(422, "invalid_request", detail, _request_id(request))
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         response = error_response(exc.status_code, code, str(exc.detail), _request_id(request))
         if exc.headers:
@@ -139,11 +163,20 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.services = services
+    app.include_router(planning_router(request_model_for(settings.limits)))
     app.include_router(router)
     _install_error_handlers(app)
     # Added innermost first. Outside in: the request id (every later layer and error can use
     # it), the metrics (which then count 413s too), the body limit, then the routes.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.server.max_body_bytes)
     app.add_middleware(HTTPMetricsMiddleware, metrics=metrics)
+    if settings.server.cors_allow_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.server.cors_allow_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "X-API-Key", "X-Request-ID"],
+            expose_headers=["X-Request-ID"],
+        )
     app.add_middleware(RequestContextMiddleware)
     return app

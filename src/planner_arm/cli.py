@@ -49,12 +49,12 @@ def serve(
 
 
 async def _plan_once(settings: Settings, request: PlanRequest) -> PlanResponse:
-    from planner_arm.endpoints import service_version
     from planner_arm.llm import LLMClient
     from planner_arm.logging import configure_logging
     from planner_arm.metrics import PlannerMetrics
     from planner_arm.planner import PlannerArm
     from planner_arm.prompts import PROMPT_VERSION
+    from planner_arm.state import service_version
 
     configure_logging("WARNING", "console")
     llm = LLMClient(settings) if settings.llm_enabled else None

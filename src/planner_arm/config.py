@@ -97,6 +97,8 @@ class ServerSettings(Section):
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["auto", "json", "console"] = "auto"
+    # Origins a browser may call from; none means no CORS headers at all.
+    cors_allow_origins: list[str] = Field(default_factory=list)
     # On SIGTERM: /ready turns 503, requests in flight get this long to finish.
     drain_seconds: float = Field(15.0, ge=0, le=300)
 
@@ -123,6 +125,44 @@ class CircuitSettings(Section):
     min_calls: int = Field(10, ge=1, le=10_000)
     window_seconds: float = Field(60.0, gt=0, le=3600)
     cooldown_seconds: float = Field(30.0, gt=0, le=3600)
+
+
+class LimitsSettings(Section):
+    """What a plan request may hold; over these it is refused with a 422."""
+
+    max_goal_chars: int = Field(8_000, ge=1, le=1_000_000)
+    max_constraints: int = Field(32, ge=0, le=10_000)
+    max_constraint_chars: int = Field(1_000, ge=1, le=1_000_000)
+    max_context_bytes: int = Field(32 * 1024, ge=2, le=16 * 1024 * 1024)
+    max_context_depth: int = Field(8, ge=1, le=100)
+
+
+class AuthSettings(Section):
+    """API keys for the planning endpoints; none configured means no key is asked for."""
+
+    api_keys: list[SecretStr] = Field(default_factory=list)
+    # A mounted secret: one key a line; blank lines and lines starting with # are skipped.
+    api_keys_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _read_keys_file(self) -> AuthSettings:
+        if self.api_keys_file is None:
+            return self
+        try:
+            text = self.api_keys_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read {self.api_keys_file}: {exc.strerror}") from None
+        from_file = [
+            SecretStr(line.strip())
+            for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+        object.__setattr__(self, "api_keys", [*self.api_keys, *from_file])
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.api_keys)
 
 
 class CacheSettings(Section):
@@ -152,6 +192,8 @@ class Settings(BaseSettings):
     connection: ConnectionSettings = Field(default_factory=ConnectionSettings)
     circuit: CircuitSettings = Field(default_factory=CircuitSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)
     arm_aliases: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ARM_ALIASES))
     pricing: dict[str, Price] = Field(default_factory=_default_pricing)
@@ -230,13 +272,16 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
     "LOG_FORMAT": ("server", "log_format"),
     "HOST": ("server", "host"),
     "PORT": ("server", "port"),
+    "PLANNER_API_KEYS": ("auth", "api_keys"),
+    "PLANNER_API_KEYS_FILE": ("auth", "api_keys_file"),
+    "CORS_ALLOW_ORIGINS": ("server", "cors_allow_origins"),
     "OPENAI_API_KEY": ("api_key",),
     "LLM_API_KEY": ("api_key",),
 }
 
 
 def _env_value(name: str, raw: str) -> Any:
-    if name == "LLM_FALLBACK_MODELS":
+    if name in ("LLM_FALLBACK_MODELS", "PLANNER_API_KEYS", "CORS_ALLOW_ORIGINS"):
         return [part.strip() for part in raw.split(",") if part.strip()]
     if name == "LOG_LEVEL":
         return raw.strip().upper()
@@ -298,4 +343,4 @@ def load_settings(**overrides: Any) -> Settings:
 
 def default_settings_dict() -> dict[str, Any]:
     """The built-in defaults as plain data: the shipped planner-config.yaml must match it."""
-    return Settings.model_construct().model_dump(mode="json", exclude={"api_key"})
+    return Settings.model_construct().model_dump(mode="json", exclude={"api_key", "auth"})

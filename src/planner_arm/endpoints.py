@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib.metadata import version as package_version
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from planner_arm.config import Settings
+from planner_arm.auth import require_api_key
 from planner_arm.errors import PlannerError
-from planner_arm.llm import LLMClient
-from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE, PlannerMetrics
+from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE
+from planner_arm.openapi_docs import METRICS_RESPONSES, PLAN_RESPONSES, READY_RESPONSES
 from planner_arm.plan_cache import CachingPlanner
-from planner_arm.planner import PlannerArm
 from planner_arm.schemas import (
     ArmInfo,
     CapabilitiesResponse,
@@ -26,53 +23,13 @@ from planner_arm.schemas import (
     PlanResponse,
     ReadyResponse,
 )
-from planner_arm.traffic import TrafficStats
+from planner_arm.state import Services, get_services, service_version
 
 SERVICE_CAPABILITIES = ["planning", "task_decomposition", "dependency_resolution", "arm_selection"]
 SERVICE_COST_TIER = 2
 
 
-def service_version() -> str:
-    return package_version("planner-arm")
-
-
-@dataclass
-class Services:
-    """What the handlers need, built by the app's lifespan and closed by it."""
-
-    settings: Settings
-    metrics: PlannerMetrics
-    stats: TrafficStats
-    started_at: float = field(default_factory=time.monotonic)
-    planner: PlannerArm | None = None
-    plans: CachingPlanner | None = None
-    llm: LLMClient | None = None
-    state: str = "starting"  # starting | ready | stopping
-
-    def begin_shutdown(self) -> None:
-        """From now on /ready says 503, so the orchestrator sends no new work."""
-        self.state = "stopping"
-        self.metrics.ready.set(0)
-
-    def llm_status(self) -> Literal["configured", "degraded", "disabled"]:
-        if not self.settings.llm_enabled:
-            return "disabled"
-        guarded = self.planner.llm if self.planner else None
-        if guarded is not None and guarded.breakers.degraded:
-            return "degraded"
-        return "configured"
-
-    def circuits(self) -> dict[str, str]:
-        guarded = self.planner.llm if self.planner else None
-        return guarded.breakers.states() if guarded is not None else {}
-
-
-def get_services(request: Request) -> Services:
-    services: Services = request.app.state.services
-    return services
-
-
-def get_planner(services: Annotated[Services, Depends(get_services)]) -> CachingPlanner:
+async def get_planner(services: Annotated[Services, Depends(get_services)]) -> CachingPlanner:
     if services.plans is None or services.state == "starting":
         raise PlannerError("the planner is not ready", code="not_ready")
     return services.plans
@@ -82,36 +39,41 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 PlannerDep = Annotated[CachingPlanner, Depends(get_planner)]
 
 
-def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    return {code: {"model": ErrorResponse} for code in codes}
+def planning_router(request_model: type[PlanRequest]) -> APIRouter:
+    """The planning endpoints, behind the API key, with this app's request limits."""
+    router = APIRouter(dependencies=[Depends(require_api_key)])
+
+    async def create_plan(
+        body: PlanRequest,
+        request: Request,
+        planner: PlannerDep,
+        services: ServicesDep,
+    ) -> PlanResponse:
+        """Turn a goal into a validated, executable plan."""
+        plan_request = body
+        no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
+        if plan_request.request_id:
+            request.scope["state"]["request_id"] = plan_request.request_id
+        request_id: str = request.scope["state"]["request_id"]
+        started = time.perf_counter()
+        try:
+            response = await planner.plan(
+                plan_request, request_id, use_cache=plan_request.options.use_cache and not no_cache
+            )
+        except PlannerError:
+            services.stats.record_failure((time.perf_counter() - started) * 1000)
+            raise
+        services.stats.record_plan(response.metadata.source, response.metadata.latency_ms)
+        return response
+
+    # The body's model is this app's (its limits come from config), so it is set here rather
+    # than in the signature, where annotations are strings resolved in module scope.
+    create_plan.__annotations__["body"] = request_model
+    router.post("/plan", response_model=PlanResponse, responses=PLAN_RESPONSES)(create_plan)
+    return router
 
 
 router = APIRouter()
-
-
-@router.post(
-    "/plan",
-    response_model=PlanResponse,
-    responses=_errors(413, 422, 502, 503, 504),
-)
-async def create_plan(
-    body: PlanRequest, request: Request, planner: PlannerDep, services: ServicesDep
-) -> PlanResponse:
-    """Turn a goal into a validated, executable plan."""
-    no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
-    if body.request_id:
-        request.scope["state"]["request_id"] = body.request_id
-    request_id: str = request.scope["state"]["request_id"]
-    started = time.perf_counter()
-    try:
-        response = await planner.plan(
-            body, request_id, use_cache=body.options.use_cache and not no_cache
-        )
-    except PlannerError:
-        services.stats.record_failure((time.perf_counter() - started) * 1000)
-        raise
-    services.stats.record_plan(response.metadata.source, response.metadata.latency_ms)
-    return response
 
 
 @router.get("/health", response_model=HealthResponse)
@@ -128,7 +90,7 @@ async def health(services: ServicesDep) -> HealthResponse:
     )
 
 
-@router.get("/ready", response_model=ReadyResponse, responses=_errors(503))
+@router.get("/ready", response_model=ReadyResponse, responses=READY_RESPONSES)
 async def ready(services: ServicesDep) -> ReadyResponse:
     """Readiness: 200 once the planner is built, 503 before that and while shutting down."""
     if services.state != "ready":
@@ -160,7 +122,7 @@ async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
     )
 
 
-@router.get("/metrics", response_class=Response)
+@router.get("/metrics", response_class=Response, responses=METRICS_RESPONSES)
 async def metrics(services: ServicesDep) -> Response:
     """Prometheus text format."""
     return Response(services.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)

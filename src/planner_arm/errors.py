@@ -2,7 +2,8 @@
 
     PlannerError                      code, detail
     ├── RequestRejected               the caller's request cannot be served (4xx)
-    │   └── PayloadTooLarge           body over the configured limit (413)
+    │   ├── PayloadTooLarge           body over the configured limit (413)
+    │   └── Unauthorized              no valid API key for a planning endpoint (401)
     ├── PlanParseError                no plan-shaped JSON in the model's answer
     ├── PlanValidationError           a plan that breaks a rule local repair cannot mend
     ├── LLMError                      the model call itself failed
@@ -39,6 +40,10 @@ class RequestRejected(PlannerError):
 
 class PayloadTooLarge(RequestRejected):
     code = "payload_too_large"
+
+
+class Unauthorized(RequestRejected):
+    code = "unauthorized"
 
 
 class PlanParseError(PlannerError):

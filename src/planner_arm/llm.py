@@ -29,6 +29,7 @@ from planner_arm.prompts import Message, plan_json_schema
 
 # Providers quote part of a bad key back in their error text; none of it may reach a log.
 _KEY_LIKE = re.compile(r"\b(sk|key|api[-_]?key)[-_][A-Za-z0-9_*\-]{6,}", re.IGNORECASE)
+_TOKEN = re.compile(r"[A-Za-z0-9_\-]{4,}")
 _CONTEXT_LENGTH = re.compile(r"context.length|maximum context|too many tokens", re.IGNORECASE)
 _FORMAT_WORDS = re.compile(r"response_format|json_object|json_schema|json mode", re.IGNORECASE)
 
@@ -51,11 +52,11 @@ class Completion:
 
 
 def redact(text: str, secret: str | None) -> str:
-    """Removes the key, and anything shaped like one, from a provider's message."""
+    """Removes the key, any piece of it (providers quote "sk-ab...wxyz"), and anything
+    shaped like a key from a provider's message."""
     if secret:
         text = text.replace(secret, "[redacted]")
-        if len(secret) > 8:
-            text = text.replace(secret[-8:], "[redacted]")
+        text = _TOKEN.sub(lambda m: "[redacted]" if m.group(0) in secret else m.group(0), text)
     return _KEY_LIKE.sub("[redacted]", text)
 
 

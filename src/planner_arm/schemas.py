@@ -7,14 +7,12 @@ additions a caller can ignore.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-MAX_GOAL_CHARS = 8_000
-MAX_CONSTRAINTS = 32
-MAX_CONSTRAINT_CHARS = 1_000
-MAX_CONTEXT_BYTES = 32 * 1024
+from planner_arm.config import LimitsSettings
+
 MAX_REQUEST_ID_CHARS = 128
 
 PlanSource = Literal["llm", "fallback", "cache"]
@@ -28,8 +26,34 @@ class PlanOptions(BaseModel):
     )
 
 
+def context_depth_exceeds(value: Any, limit: int) -> bool:
+    """True when objects and lists nest deeper than `limit` (the context object is level 1).
+
+    Iterative, and it stops at the first branch over the limit, so a hostile value costs
+    little.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values() if _nests(child))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item if _nests(child))
+    return False
+
+
+def _nests(value: Any) -> bool:
+    return isinstance(value, dict | list)
+
+
 class PlanRequest(BaseModel):
-    """What to plan for. Unknown fields are refused so a typo is not silently ignored."""
+    """What to plan for. Unknown fields are refused so a typo is not silently ignored.
+
+    The limits come from config: `request_model_for(limits)` makes the class an app uses;
+    this base carries the defaults.
+    """
 
     model_config = ConfigDict(
         extra="forbid",
@@ -43,15 +67,17 @@ class PlanRequest(BaseModel):
             ]
         },
     )
+    limits: ClassVar[LimitsSettings] = LimitsSettings()
 
-    goal: str = Field(min_length=1, max_length=MAX_GOAL_CHARS, description="What to accomplish")
-    constraints: list[str] = Field(default_factory=list, max_length=MAX_CONSTRAINTS)
+    goal: str = Field(
+        min_length=1, max_length=limits.max_goal_chars, description="What to accomplish"
+    )
+    constraints: list[str] = Field(default_factory=list, max_length=limits.max_constraints)
     context: dict[str, Any] = Field(default_factory=dict)
     # Printable ASCII only: it is echoed in a response header.
     request_id: str | None = Field(
         default=None, min_length=1, max_length=MAX_REQUEST_ID_CHARS, pattern=r"^[\x20-\x7e]+$"
     )
-
     options: PlanOptions = Field(default_factory=PlanOptions)
 
     @field_validator("goal")
@@ -64,23 +90,43 @@ class PlanRequest(BaseModel):
     @field_validator("constraints")
     @classmethod
     def _constraints_short(cls, constraints: list[str]) -> list[str]:
+        most = cls.limits.max_constraint_chars
         for index, text in enumerate(constraints):
-            if len(text) > MAX_CONSTRAINT_CHARS:
+            if len(text) > most:
                 raise ValueError(
-                    f"constraint {index} is {len(text)} characters; "
-                    f"at most {MAX_CONSTRAINT_CHARS} are allowed"
+                    f"constraint {index} is {len(text)} characters; at most {most} are allowed"
                 )
         return [text.strip() for text in constraints if text.strip()]
 
     @field_validator("context")
     @classmethod
     def _context_small(cls, context: dict[str, Any]) -> dict[str, Any]:
+        limits = cls.limits
+        if context_depth_exceeds(context, limits.max_context_depth):
+            raise ValueError(f"context nests deeper than {limits.max_context_depth} levels")
         size = len(json.dumps(context, ensure_ascii=False, default=str).encode())
-        if size > MAX_CONTEXT_BYTES:
+        if size > limits.max_context_bytes:
             raise ValueError(
-                f"context is {size} bytes as JSON; at most {MAX_CONTEXT_BYTES} are allowed"
+                f"context is {size} bytes as JSON; at most {limits.max_context_bytes} are allowed"
             )
         return context
+
+
+def request_model_for(limits: LimitsSettings) -> type[PlanRequest]:
+    """The request model with these limits, so the checks and the OpenAPI schema agree."""
+    if limits == PlanRequest.limits:
+        return PlanRequest
+    model = create_model(
+        "PlanRequest",
+        __base__=PlanRequest,
+        goal=(
+            str,
+            Field(min_length=1, max_length=limits.max_goal_chars, description="What to accomplish"),
+        ),
+        constraints=(list[str], Field(default_factory=list, max_length=limits.max_constraints)),
+    )
+    model.limits = limits
+    return model
 
 
 class PlanStep(BaseModel):

@@ -14,8 +14,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from planner_arm.config import Settings
-from planner_arm.endpoints import Services
 from planner_arm.logging import uvicorn_log_config
+from planner_arm.state import Services
 
 
 def _request_drain_seconds(drain_seconds: float) -> int:
@@ -45,6 +45,7 @@ def build_server(app: FastAPI, settings: Settings, host: str, port: int) -> Drai
         log_level=settings.server.log_level.lower(),
         log_config=uvicorn_log_config(settings.server.log_level, settings.server.log_format),
         access_log=False,  # our own plan_created lines and metrics say more
+        server_header=False,  # no library name or version on the wire
         timeout_graceful_shutdown=_request_drain_seconds(settings.server.drain_seconds),
     )
     return DrainingServer(config, services.begin_shutdown)
