@@ -132,6 +132,9 @@ class LLMClient:
         )
         # Models whose server refused `response_format`; asked without it from then on.
         self._no_response_format: set[str] = set()
+        # The SDK imports its resource modules on first use, which blocks the event loop for
+        # about half a second; pay that at start-up, not in the first request's deadline.
+        _ = self._client.chat.completions
 
     async def aclose(self) -> None:
         await self._client.close()
