@@ -3,6 +3,7 @@ and the app running with its lifespan behind an ASGI transport."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ import respx
 
 from planner_arm.config import ENV_FIELDS, Settings, load_settings
 from planner_arm.retry import Clock
+from stub_llm import PLAN, completion
 
 LLM_BASE_URL = "http://llm.test/v1"
 CHAT_URL = f"{LLM_BASE_URL}/chat/completions"
@@ -65,33 +67,9 @@ def make_settings(llm: bool = True, **overrides: Any) -> Settings:
     return load_settings(**overrides)
 
 
-def completion_body(
-    content: str | None,
-    *,
-    finish_reason: str = "stop",
-    prompt_tokens: int = 900,
-    completion_tokens: int = 300,
-    model: str = "gpt-3.5-turbo",
-) -> dict[str, Any]:
-    """An OpenAI chat completion response carrying `content`."""
-    return {
-        "id": "chatcmpl-test",
-        "object": "chat.completion",
-        "created": 1_700_000_000,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": finish_reason,
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
+def completion_body(content: str | None, **kwargs: Any) -> dict[str, Any]:
+    """An OpenAI chat completion response carrying `content` (the stub model's shape)."""
+    return completion(content, **kwargs)
 
 
 def answer(content: str | dict[str, Any], **kwargs: Any) -> httpx.Response:
@@ -100,49 +78,8 @@ def answer(content: str | dict[str, Any], **kwargs: Any) -> httpx.Response:
 
 
 def good_plan() -> dict[str, Any]:
-    return {
-        "plan": [
-            {
-                "step": 1,
-                "action": "Search the codebase for the authentication logic",
-                "required_arm": "retriever",
-                "acceptance_criteria": ["auth/login.py located", "Related tests listed"],
-                "depends_on": [],
-                "estimated_cost_tier": 1,
-                "estimated_duration_seconds": 20,
-            },
-            {
-                "step": 2,
-                "action": "Write a patch that fixes the token expiry check",
-                "required_arm": "coder",
-                "acceptance_criteria": ["Patch addresses the root cause"],
-                "depends_on": [1],
-                "estimated_cost_tier": 3,
-                "estimated_duration_seconds": 60,
-            },
-            {
-                "step": 3,
-                "action": "Write a regression test for the expiry bug",
-                "required_arm": "coder",
-                "acceptance_criteria": ["Test fails before the patch", "Test passes after"],
-                "depends_on": [1],
-                "estimated_cost_tier": 3,
-                "estimated_duration_seconds": 40,
-            },
-            {
-                "step": 4,
-                "action": "Validate the fix against the goal and the constraints",
-                "required_arm": "judge",
-                "acceptance_criteria": ["All criteria met", "No schema change"],
-                "depends_on": [2, 3],
-                "estimated_cost_tier": 2,
-                "estimated_duration_seconds": 30,
-            },
-        ],
-        "rationale": "Locate, fix and test in parallel, then validate.",
-        "confidence": 0.9,
-        "complexity_score": 0.5,
-    }
+    """A valid 4-step plan (retriever, two coders in parallel, judge); a fresh copy."""
+    return copy.deepcopy(PLAN)
 
 
 def fixture_text(name: str) -> str:

@@ -70,7 +70,11 @@ class PlanRequest(BaseModel):
     limits: ClassVar[LimitsSettings] = LimitsSettings()
 
     goal: str = Field(
-        min_length=1, max_length=limits.max_goal_chars, description="What to accomplish"
+        min_length=1,
+        max_length=limits.max_goal_chars,
+        description="What to accomplish (not blank)",
+        # Documented for clients; enforced by _goal_not_blank with a clearer message.
+        json_schema_extra={"pattern": r"\S"},
     )
     constraints: list[str] = Field(default_factory=list, max_length=limits.max_constraints)
     context: dict[str, Any] = Field(default_factory=dict)
@@ -121,7 +125,12 @@ def request_model_for(limits: LimitsSettings) -> type[PlanRequest]:
         __base__=PlanRequest,
         goal=(
             str,
-            Field(min_length=1, max_length=limits.max_goal_chars, description="What to accomplish"),
+            Field(
+                min_length=1,
+                max_length=limits.max_goal_chars,
+                description="What to accomplish (not blank)",
+                json_schema_extra={"pattern": r"\S"},
+            ),
         ),
         constraints=(list[str], Field(default_factory=list, max_length=limits.max_constraints)),
     )
