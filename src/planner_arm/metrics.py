@@ -8,6 +8,8 @@ from config.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 from prometheus_client import (
     CollectorRegistry,
@@ -27,6 +29,7 @@ _TOKEN_BUCKETS = (16, 64, 256, 1024, 4096, 16384, 65536)
 class PlannerMetrics:
     def __init__(self, version: str, prompt_version: str) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
         self.http_requests = Counter(
             "planner_http_requests",
@@ -138,6 +141,15 @@ class PlannerMetrics:
             registry=r,
         )
 
+    def child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, remembered: the library's own lookup takes a lock and
+        checks the values on every call, which adds up on the per-request path."""
+        key = (id(metric), labels)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*labels)
+        return found
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
@@ -150,14 +162,15 @@ class PlannerMetrics:
         completion_tokens: int = 0,
         usd: float = 0.0,
     ) -> None:
-        self.llm_calls.labels(model, outcome).inc()
-        self.llm_latency.labels(model).observe(seconds)
+        child = self.child
+        child(self.llm_calls, model, outcome).inc()
+        child(self.llm_latency, model).observe(seconds)
         error_type = "" if outcome == "ok" else outcome
-        self.genai_duration.labels("chat", model, error_type).observe(seconds)
+        child(self.genai_duration, "chat", model, error_type).observe(seconds)
         if outcome != "ok":
             return
-        self.llm_tokens.labels(model, "prompt").inc(prompt_tokens)
-        self.llm_tokens.labels(model, "completion").inc(completion_tokens)
-        self.llm_cost.labels(model).inc(usd)
-        self.genai_tokens.labels("chat", model, "input").observe(prompt_tokens)
-        self.genai_tokens.labels("chat", model, "output").observe(completion_tokens)
+        child(self.llm_tokens, model, "prompt").inc(prompt_tokens)
+        child(self.llm_tokens, model, "completion").inc(completion_tokens)
+        child(self.llm_cost, model).inc(usd)
+        child(self.genai_tokens, "chat", model, "input").observe(prompt_tokens)
+        child(self.genai_tokens, "chat", model, "output").observe(completion_tokens)

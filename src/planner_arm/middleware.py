@@ -100,7 +100,8 @@ class HTTPMetricsMiddleware:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
             method = scope["method"]
-            self.metrics.http_requests.labels(method, template, str(status)).inc()
-            self.metrics.http_latency.labels(method, template).observe(
+            metrics = self.metrics
+            metrics.child(metrics.http_requests, method, template, str(status)).inc()
+            metrics.child(metrics.http_latency, method, template).observe(
                 time.perf_counter() - started
             )

@@ -102,14 +102,15 @@ class CachingPlanner:
         if use_cache:
             cached = self._cache.get(key)
             if cached is not None:
-                self._metrics.cache_requests.labels("hit").inc()
+                self._metrics.child(self._metrics.cache_requests, "hit").inc()
                 return self._repeat(cached, request, request_id, started)
             leader = self._in_flight.get(key)
             if leader is not None:
-                self._metrics.cache_requests.labels("coalesced").inc()
+                self._metrics.child(self._metrics.cache_requests, "coalesced").inc()
                 shared = await asyncio.shield(leader)
                 return self._repeat(shared, request, request_id, started)
-        self._metrics.cache_requests.labels("miss" if use_cache else "bypass").inc()
+        outcome = "miss" if use_cache else "bypass"
+        self._metrics.child(self._metrics.cache_requests, outcome).inc()
 
         # A task of its own, so a caller that goes away does not cancel the others' answer.
         task = asyncio.create_task(self._planner.plan(request, request_id))

@@ -37,8 +37,6 @@ from planner_arm.retry import Clock, Deadline, Next, RetryPolicy
 from planner_arm.schemas import PlanRequest, PlanResponse
 from planner_arm.validation import PlanRules, ValidPlan, validate_plan
 
-log = structlog.get_logger("planner_arm.planner")
-
 # A call with less time than this left cannot finish; the fallback answers instead.
 _MIN_CALL_SECONDS = 0.05
 _LOG_GOAL_CHARS = 100
@@ -73,6 +71,8 @@ class PlannerArm:
     ) -> None:
         self.settings = settings
         self.metrics = metrics
+        # Bound once: a module-level lazy logger rebuilds itself on every call.
+        self.log = structlog.get_logger("planner_arm.planner").bind()
         self.clock = clock or Clock()
         self.llm = GuardedLLM(llm, settings, metrics, self.clock) if llm else None
         jitter_source = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
@@ -178,7 +178,9 @@ class PlannerArm:
                         return failure  # every model shares the slots: no point moving on
                     break
                 except LLMError as error:
-                    log.info("llm_call_failed", model=model, error=error.code, detail=error.detail)
+                    self.log.info(
+                        "llm_call_failed", model=model, error=error.code, detail=error.detail
+                    )
                     failure = _Failure("llm_unavailable", f"{model}: {error}", [])
                     retries += 1
                     decision = self.policy.decide(error, retries)
@@ -197,7 +199,9 @@ class PlannerArm:
                 except (PlanParseError, PlanInvalid) as problem:
                     errors = getattr(problem, "errors", [problem.detail])
                     self.metrics.parse_failures.labels(problem.code).inc()
-                    log.info("plan_answer_rejected", model=model, error=problem.code, errors=errors)
+                    self.log.info(
+                        "plan_answer_rejected", model=model, error=problem.code, errors=errors
+                    )
                     failure = _Failure("invalid_plan", f"{model}: {problem.detail}", errors)
                     if repairs_left <= 0:
                         break
@@ -209,7 +213,7 @@ class PlannerArm:
         return failure
 
     def _read_answer(self, completion: Completion) -> tuple[DraftPlan, ValidPlan]:
-        log.debug("llm_answer", content=completion.content, finish=completion.finish_reason)
+        self.log.debug("llm_answer", content=completion.content, finish=completion.finish_reason)
         data, parse_repairs = extract_json(completion.content, truncated=completion.truncated)
         draft = normalise_plan(data, self.resolver)
         draft.repairs[:0] = parse_repairs
@@ -218,10 +222,10 @@ class PlannerArm:
     def record(self, response: PlanResponse, request: PlanRequest) -> None:
         """Metrics and the one log line of an answered plan (the cache calls it too)."""
         meta = response.metadata
-        self.metrics.plans.labels(meta.source).inc()
+        self.metrics.child(self.metrics.plans, meta.source).inc()
         self.metrics.plan_steps.observe(len(response.plan))
         for entry in meta.repairs:
-            self.metrics.repairs.labels(repair_code(entry)).inc()
+            self.metrics.child(self.metrics.repairs, repair_code(entry)).inc()
         fields: dict[str, Any] = {
             "request_id": response.request_id,
             "plan_id": response.plan_id,
@@ -233,4 +237,4 @@ class PlannerArm:
             "repairs": len(meta.repairs),
             "duration_ms": meta.latency_ms,
         }
-        log.info("plan_created", **fields)
+        self.log.info("plan_created", **fields)

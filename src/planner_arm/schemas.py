@@ -105,6 +105,8 @@ class PlanRequest(BaseModel):
     @field_validator("context")
     @classmethod
     def _context_small(cls, context: dict[str, Any]) -> dict[str, Any]:
+        if not context:
+            return context
         limits = cls.limits
         if context_depth_exceeds(context, limits.max_context_depth):
             raise ValueError(f"context nests deeper than {limits.max_context_depth} levels")

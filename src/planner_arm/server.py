@@ -6,7 +6,9 @@ On SIGTERM uvicorn stops accepting connections and waits for requests in flight;
 
 from __future__ import annotations
 
+import gc
 import math
+import socket
 from collections.abc import Callable
 from types import FrameType
 
@@ -16,6 +18,19 @@ from fastapi import FastAPI
 from planner_arm.config import Settings
 from planner_arm.logging import uvicorn_log_config
 from planner_arm.state import Services
+
+# Collect the youngest generation after 20,000 allocations rather than 700: a request makes
+# thousands of short-lived objects (pydantic models, dicts, the SDK's), and the default
+# collects many times per request for little.
+_GC_THRESHOLDS = (20_000, 20, 50)
+
+
+def tune_garbage_collector() -> None:
+    """After start-up: move everything built so far (modules, schemas, the planner) out of
+    the collector's reach, since it lives as long as the process, and collect less often."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*_GC_THRESHOLDS)
 
 
 def _request_drain_seconds(drain_seconds: float) -> int:
@@ -30,6 +45,10 @@ class DrainingServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, on_exit_signal: Callable[[], None]) -> None:
         super().__init__(config)
         self._on_exit_signal = on_exit_signal
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        tune_garbage_collector()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._on_exit_signal()
