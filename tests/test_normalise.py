@@ -15,7 +15,7 @@ from planner_arm.arms import ArmChoice, ArmResolver
 from planner_arm.config import load_settings
 from planner_arm.draft import DraftPlan, repair_code
 from planner_arm.errors import PlanParseError
-from planner_arm.normalise import normalise_plan
+from planner_arm.normalise import _as_asked, _Normaliser, normalise_plan
 from planner_arm.parsing import extract_json
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real-model-answers"
@@ -612,3 +612,54 @@ def test_any_value_gives_a_typed_draft_or_a_parse_error(data: Any) -> None:
         assert draft.estimated_cost_tier is None or type(draft.estimated_cost_tier) is int
     assert plan.confidence is None or 0 <= plan.confidence <= 1
     assert len({repair_code(entry) for entry in plan.repairs}) == len(plan.repairs)
+
+
+# --- the fast path for answers in exactly the asked shape ---------------------------------
+
+_ASKED_STEP_VALUES = st.fixed_dictionaries({
+    "step": st.integers(-2, 9),
+    "action": st.sampled_from(["Search the code", "fix_login", "Run tests", " Pad ", "x y"]),
+    "required_arm": st.sampled_from(["coder", "judge", "Coder", "root", "retriever"]),
+    "acceptance_criteria": st.lists(
+        st.sampled_from(["Tests pass", "high", "", " padded ", "None", "Patch merged"]),
+        max_size=3,
+    ),
+    "depends_on": st.lists(st.integers(-1, 9), max_size=3),
+    "estimated_cost_tier": st.integers(-1, 7),
+    "estimated_duration_seconds": st.integers(-5, 500),
+})  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    steps=st.lists(_ASKED_STEP_VALUES, min_size=1, max_size=7),
+    rationale=st.sampled_from(["Because.", "  spaced  ", ""]),
+    confidence=st.sampled_from([0.0, 0.5, 1, 1.5, 85]),
+    complexity=st.sampled_from([0.2, 1.0, 1.5]),
+)
+def test_fast_path_builds_what_the_full_normaliser_would(
+    steps: list[dict[str, object]], rationale: str, confidence: float, complexity: float
+) -> None:
+    data = {
+        "plan": steps,
+        "rationale": rationale,
+        "confidence": confidence,
+        "complexity_score": complexity,
+    }
+    resolver = ArmResolver(load_settings().arms, load_settings().arm_aliases)
+    fast = _as_asked(data, resolver)
+    if fast is None:
+        return  # not in the asked shape: only the full normaliser handles it
+    assert fast == _Normaliser(resolver).plan(data)
+    assert fast.repairs == []
+
+
+def test_fast_path_takes_the_well_formed_answer() -> None:
+    from conftest import good_plan
+
+    resolver = ArmResolver(load_settings().arms, load_settings().arm_aliases)
+    data = good_plan()
+    fast = _as_asked(data, resolver)
+    assert fast is not None
+    assert fast == _Normaliser(resolver).plan(data)
+    assert _as_asked({**data, "extra": 1}, resolver) is None

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from planner_arm.auth import require_api_key
+from planner_arm.auth import check_api_key
 from planner_arm.errors import PlannerError
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE
 from planner_arm.openapi_docs import METRICS_RESPONSES, PLAN_RESPONSES, READY_RESPONSES
@@ -29,27 +29,32 @@ SERVICE_CAPABILITIES = ["planning", "task_decomposition", "dependency_resolution
 SERVICE_COST_TIER = 2
 
 
-async def get_planner(services: Annotated[Services, Depends(get_services)]) -> CachingPlanner:
+async def planning_services(request: Request) -> tuple[Services, CachingPlanner]:
+    """What a planning endpoint needs, once the caller's key and our readiness are checked.
+
+    One dependency rather than several: FastAPI's dependency solving is a measurable part of
+    a request's own cost (benchmarks/load.py).
+    """
+    services: Services = request.app.state.services
+    check_api_key(request, services.api_keys)
     if services.plans is None or services.state == "starting":
         raise PlannerError("the planner is not ready", code="not_ready")
-    return services.plans
+    return services, services.plans
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
-PlannerDep = Annotated[CachingPlanner, Depends(get_planner)]
+PlanningDep = Annotated[tuple[Services, CachingPlanner], Depends(planning_services)]
 
 
 def planning_router(request_model: type[PlanRequest]) -> APIRouter:
     """The planning endpoints, behind the API key, with this app's request limits."""
-    router = APIRouter(dependencies=[Depends(require_api_key)])
+    router = APIRouter()
 
     async def create_plan(
-        body: PlanRequest,
-        request: Request,
-        planner: PlannerDep,
-        services: ServicesDep,
+        body: PlanRequest, request: Request, planning: PlanningDep
     ) -> PlanResponse:
         """Turn a goal into a validated, executable plan."""
+        services, planner = planning
         plan_request = body
         no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
         if plan_request.request_id:
