@@ -15,8 +15,9 @@ from planner_arm.arms import ArmChoice, ArmResolver
 from planner_arm.config import load_settings
 from planner_arm.draft import DraftPlan, repair_code
 from planner_arm.errors import PlanParseError
-from planner_arm.normalise import _as_asked, _Normaliser, normalise_plan
+from planner_arm.normalise import _Normaliser, normalise_plan
 from planner_arm.parsing import extract_json
+from planner_arm.well_formed import as_asked
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real-model-answers"
 
@@ -647,7 +648,7 @@ def test_fast_path_builds_what_the_full_normaliser_would(
         "complexity_score": complexity,
     }
     resolver = ArmResolver(load_settings().arms, load_settings().arm_aliases)
-    fast = _as_asked(data, resolver)
+    fast = as_asked(data, resolver)
     if fast is None:
         return  # not in the asked shape: only the full normaliser handles it
     assert fast == _Normaliser(resolver).plan(data)
@@ -659,7 +660,7 @@ def test_fast_path_takes_the_well_formed_answer() -> None:
 
     resolver = ArmResolver(load_settings().arms, load_settings().arm_aliases)
     data = good_plan()
-    fast = _as_asked(data, resolver)
+    fast = as_asked(data, resolver)
     assert fast is not None
     assert fast == _Normaliser(resolver).plan(data)
-    assert _as_asked({**data, "extra": 1}, resolver) is None
+    assert as_asked({**data, "extra": 1}, resolver) is None

@@ -15,6 +15,7 @@ from planner_arm import parsing
 from planner_arm.arms import ArmResolver
 from planner_arm.draft import DraftPlan, DraftStep, repair
 from planner_arm.errors import PlanParseError
+from planner_arm.well_formed import as_asked, usable_criterion
 
 # field -> every (rank, key as the model wrote it, value) naming it, best rank first
 Found = dict[str, list[tuple[int, str, Any]]]
@@ -53,8 +54,6 @@ _TOP_FIELDS = _table({
 _STEP_LIST_KEYS = ("plan", "steps", "tasks", "subtasks", "plan_steps", "execution_plan")
 _WRAPPER_KEYS = ("response", "result", "output", "data", "answer", "json", "content", "body")
 
-# Placeholders that say nothing about when a step is done; rating words are caught too.
-_NOT_CRITERIA = {"none", "n/a", "na", "tbd", "todo", "yes", "no", "true", "false", "ok"}
 _NONE_WORDS = {"", "none", "n/a", "na", "null", "nil", "-", "no", "nothing", "[]"}
 
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -64,84 +63,7 @@ _DEP_SPLIT = re.compile(r"[,;&/\n]|\band\b", re.I)
 
 def normalise_plan(data: Any, arms: ArmResolver) -> DraftPlan:
     """The draft plan in a decoded answer. Raises PlanParseError `no_steps` or `wrong_shape`."""
-    return _as_asked(data, arms) or _Normaliser(arms).plan(data)
-
-
-_ASKED_TOP = frozenset(("plan", "rationale", "confidence", "complexity_score"))
-_ASKED_STEP = frozenset((
-    "step", "action", "required_arm", "acceptance_criteria", "depends_on",
-    "estimated_cost_tier", "estimated_duration_seconds",
-))  # fmt: skip
-
-
-def _usable_criterion(text: str) -> bool:
-    """Says when a step is done: not empty, not a rating word, not a placeholder."""
-    rating = len(text) < 20 and parsing.parse_cost_word(text.rstrip(".!")) is not None
-    return bool(text) and not rating and text.lower().rstrip(".!") not in _NOT_CRITERIA
-
-
-def _clean_criteria(criteria: Any) -> bool:
-    return (
-        type(criteria) is list
-        and bool(criteria)
-        and all(type(c) is str and c == c.strip() and _usable_criterion(c) for c in criteria)
-    )
-
-
-def _is_score(value: Any) -> bool:
-    return type(value) in (int, float) and 0.0 <= value <= 1.0
-
-
-def _as_asked(data: Any, arms: ArmResolver) -> DraftPlan | None:
-    """The answer exactly in the shape the prompt asks for, or None.
-
-    Most answers of a capable model are; for them the field search of `_Normaliser` finds
-    nothing to fix, so this builds the same draft directly (a test holds the two equal).
-    """
-    if type(data) is not dict or data.keys() != _ASKED_TOP:
-        return None
-    rows, rationale = data["plan"], data["rationale"]
-    if type(rows) is not list or not rows or type(rationale) is not str or not rationale.strip():
-        return None
-    if not (_is_score(data["confidence"]) and _is_score(data["complexity_score"])):
-        return None
-    steps = []
-    for row in rows:
-        if type(row) is not dict or row.keys() != _ASKED_STEP:
-            return None
-        action, criteria, after = row["action"], row["acceptance_criteria"], row["depends_on"]
-        numbers = (row["step"], row["estimated_cost_tier"], row["estimated_duration_seconds"])
-        if (
-            type(action) is not str
-            or action != action.strip()
-            or " " not in action  # one word may be an identifier to make readable
-            or type(row["required_arm"]) is not str
-            or any(type(number) is not int for number in numbers)
-            or not _clean_criteria(criteria)
-            or type(after) is not list
-            or any(type(number) is not int for number in after)
-        ):
-            return None
-        arm = arms.resolve(row["required_arm"], action)
-        if arm.repair is not None or arm.arm != row["required_arm"]:
-            return None  # not one of our arm ids as it stands
-        steps.append(
-            DraftStep(
-                action=action,
-                required_arm=arm.arm,
-                acceptance_criteria=list(criteria),
-                depends_on=list(after),
-                step=numbers[0],
-                estimated_cost_tier=numbers[1],
-                estimated_duration_seconds=numbers[2],
-            )
-        )
-    return DraftPlan(
-        steps=steps,
-        rationale=rationale.strip(),
-        confidence=data["confidence"],
-        complexity_score=data["complexity_score"],
-    )
+    return as_asked(data, arms) or _Normaliser(arms).plan(data)
 
 
 class _Normaliser:
@@ -340,7 +262,7 @@ class _Normaliser:
         criteria = []
         for item in items:
             text = item.strip() if isinstance(item, str) else ""
-            if _usable_criterion(text):
+            if usable_criterion(text):
                 criteria.append(text)
             else:
                 self.add("criteria_dropped", repr(text or item))
