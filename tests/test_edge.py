@@ -237,3 +237,16 @@ async def test_goal_cannot_steer_the_plan_outside_the_contract(chat_route: respx
     assert any(r.startswith("arm_selected") for r in body["metadata"]["repairs"])
     sent = json.loads(chat_route.calls.last.request.content)["messages"]
     assert "<<<GOAL\n" + goal + "\nGOAL>>>" in sent[1]["content"]
+
+
+async def test_openapi_documents_every_status_with_an_example() -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        schema = (await client.get("/openapi.json")).json()
+    plan = schema["paths"]["/plan"]["post"]["responses"]
+    assert set(plan) == {"200", "401", "413", "422", "502", "503", "504"}
+    for status in ("401", "413", "422", "502", "503", "504"):
+        example = plan[status]["content"]["application/json"]["example"]
+        assert set(example) == {"error", "detail", "request_id"}, status
+        assert plan[status]["description"]
+    assert set(schema["paths"]["/ready"]["get"]["responses"]) == {"200", "503"}
+    assert "text/plain" in schema["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
