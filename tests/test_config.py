@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from invariants import DEFAULT_ARMS
 from planner_arm.config import ConfigError, default_settings_dict, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -18,14 +19,7 @@ def test_defaults_follow_the_seed() -> None:
     assert (settings.planning.min_steps, settings.planning.max_steps) == (3, 7)
     assert settings.planning.timeout_seconds == 10
     assert settings.retry.max_llm_calls == 3
-    assert set(settings.arm_ids) == {
-        "planner",
-        "retriever",
-        "coder",
-        "executor",
-        "judge",
-        "guardian",
-    }
+    assert tuple(settings.arm_ids) == DEFAULT_ARMS
     assert not settings.llm_enabled
 
 

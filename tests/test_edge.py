@@ -10,7 +10,7 @@ import pytest
 import respx
 
 from conftest import TEST_KEY, answer, make_settings, running_app
-from invariants import assert_valid_plan
+from invariants import DEFAULT_ARMS, assert_valid_plan
 from planner_arm.auth import key_matches
 
 GOAL = {"goal": "Fix authentication bug and add tests"}
@@ -225,14 +225,7 @@ async def test_goal_cannot_steer_the_plan_outside_the_contract(chat_route: respx
     body = response.json()
     assert response.status_code == 200
     assert_valid_plan(body)  # registered arms only, judge last
-    assert {s["required_arm"] for s in body["plan"]} <= {
-        "planner",
-        "retriever",
-        "coder",
-        "executor",
-        "judge",
-        "guardian",
-    }
+    assert {s["required_arm"] for s in body["plan"]} <= set(DEFAULT_ARMS)
     assert body["plan"][-1]["required_arm"] == "judge"
     assert any(r.startswith("arm_selected") for r in body["metadata"]["repairs"])
     sent = json.loads(chat_route.calls.last.request.content)["messages"]
