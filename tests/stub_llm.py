@@ -153,7 +153,15 @@ class Slow:
     seconds: float
 
 
-Behaviour: TypeAlias = Reply | Status | Hang | Drip | Drop | Slow
+@dataclass(frozen=True)
+class Held:
+    """A normal reply once the test sets `release`: a call held in flight for exactly as
+    long as the test needs, with no timing guess."""
+
+    release: threading.Event
+
+
+Behaviour: TypeAlias = Reply | Status | Hang | Drip | Drop | Slow | Held
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -290,6 +298,8 @@ class StubLLM:
         self.record = record
         self.calls = 0
         self.requests: list[dict[str, Any]] = []
+        # Set when a chat completion arrives: a test can wait for a call to be in flight.
+        self.arrived = threading.Event()
         self._script: collections.deque[Behaviour] = collections.deque()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -398,6 +408,7 @@ class StubLLM:
     def _next(self, body: dict[str, Any]) -> Behaviour:
         with self._lock:
             self.calls += 1
+            self.arrived.set()
             if self.record:
                 self.requests.append(body)
             return self._script.popleft() if self._script else self.default
@@ -456,6 +467,10 @@ class StubLLM:
         model = str(payload.get("model") or DEFAULT_MODEL)
         if isinstance(behaviour, Slow):
             behaviour = Reply(delay=behaviour.seconds)
+        if isinstance(behaviour, Held):
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, behaviour.release.wait, 30)
+            behaviour = Reply()
         if isinstance(behaviour, Reply):
             if behaviour.delay > 0:
                 await asyncio.sleep(behaviour.delay)

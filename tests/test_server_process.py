@@ -1,12 +1,11 @@
 """The real service process under uvicorn, on a free loopback port, spoken to over HTTP.
 
-The model is a stub OpenAI-compatible server on loopback too, so the real openai client, the
-real sockets and the real uvicorn all run.
+The model is the stub OpenAI-compatible server of tests/stub_llm.py, on loopback too, so the
+real openai client, the real sockets and the real uvicorn all run.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -16,53 +15,21 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
 
-from conftest import completion_body, good_plan, make_settings
+from conftest import make_settings
 from invariants import assert_valid_plan
+from stub_llm import Held, StubLLM
 
 STARTUP_SECONDS = 30
 
 
-class StubModel(BaseHTTPRequestHandler):
-    """Answers every chat completion with a good plan and counts the calls. A test can hold
-    the answers back: clear `gate`, wait for `arrived`, then set `gate`."""
-
-    calls = 0
-    gate = threading.Event()
-    arrived = threading.Event()
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("content-length", "0"))
-        json.loads(self.rfile.read(length))
-        type(self).calls += 1
-        type(self).arrived.set()
-        assert type(self).gate.wait(timeout=30)
-        body = json.dumps(completion_body(json.dumps(good_plan()))).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-
 @pytest.fixture
-def stub_model() -> Iterator[str]:
-    StubModel.calls = 0
-    StubModel.gate.set()
-    StubModel.arrived.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StubModel)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+def stub() -> Iterator[StubLLM]:
+    with StubLLM() as model:
+        yield model
 
 
 def free_port() -> int:
@@ -100,10 +67,10 @@ def start_service(
 
 
 @pytest.fixture
-def service(stub_model: str) -> Iterator[str]:
+def service(stub: StubLLM) -> Iterator[str]:
     port = free_port()
     process, lines, reader = start_service(
-        port, {"OPENAI_BASE_URL": stub_model, "LOG_FORMAT": "json"}
+        port, {"OPENAI_BASE_URL": stub.base_url, "LOG_FORMAT": "json"}
     )
     yield f"http://127.0.0.1:{port}"
     process.terminate()
@@ -116,7 +83,7 @@ def service(stub_model: str) -> Iterator[str]:
     assert any("service_stopped" in line for line in said), said
 
 
-def test_real_server_plans_over_http(service: str) -> None:
+def test_real_server_plans_over_http(service: str, stub: StubLLM) -> None:
     with httpx.Client(base_url=service, timeout=10) as client:
         ready = client.get("/ready")
         response = client.post(
@@ -132,7 +99,7 @@ def test_real_server_plans_over_http(service: str) -> None:
     assert_valid_plan(body)
     assert body["metadata"]["source"] == "llm"
     assert response.headers["x-request-id"] == "e2e-1"
-    assert StubModel.calls == 1
+    assert stub.calls == 1
     assert bad.status_code == 422
     assert bad.json()["error"] == "invalid_request"
     assert 'planner_plans_total{source="llm"} 1.0' in metrics
@@ -150,12 +117,13 @@ def wait_for_line(lines: queue.Queue[str], text: str, seen: list[str]) -> None:
             return
 
 
-def test_sigterm_drains_requests_in_flight(stub_model: str) -> None:
+def test_sigterm_drains_requests_in_flight(stub: StubLLM) -> None:
     port = free_port()
-    env = {"OPENAI_BASE_URL": stub_model, "LOG_FORMAT": "json", "DRAIN_SECONDS": "5"}
+    env = {"OPENAI_BASE_URL": stub.base_url, "LOG_FORMAT": "json", "DRAIN_SECONDS": "5"}
     process, lines, reader = start_service(port, env)
+    release = threading.Event()
+    stub.script(Held(release))
     try:
-        StubModel.gate.clear()
         results: list[httpx.Response] = []
         client = threading.Thread(
             target=lambda: results.append(
@@ -163,7 +131,7 @@ def test_sigterm_drains_requests_in_flight(stub_model: str) -> None:
             )
         )
         client.start()
-        assert StubModel.arrived.wait(timeout=10)  # the request is now waiting on the model
+        assert stub.arrived.wait(timeout=10)  # the request is now waiting on the model
         said: list[str] = []
         signalled = time.monotonic()
         process.send_signal(signal.SIGTERM)
@@ -171,12 +139,12 @@ def test_sigterm_drains_requests_in_flight(stub_model: str) -> None:
         wait_for_line(lines, "Waiting for connections to close", said)
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        StubModel.gate.set()
+        release.set()
         client.join(timeout=15)
         assert process.wait(timeout=10) in (0, -15)
         exited_after = time.monotonic() - signalled
     finally:
-        StubModel.gate.set()
+        release.set()
         process.kill()
     assert results, "the request in flight got no answer"
     assert results[0].status_code == 200
