@@ -462,25 +462,22 @@ def run_micro(rounds: int) -> tuple[str, float | None, float | None]:
     return output, median_of("ALL ANSWERS"), median_of("ALL GOALS")
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args],  # noqa: S607 - git from PATH, no outside input
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    ).stdout
+
+
 def source_state() -> str:
     """The commit measured, and whether the working tree differs from it."""
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],  # noqa: S607 - git from PATH, no input
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "status", "--porcelain", "--", "src"],  # noqa: S607
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.splitlines()
+        commit = _git("rev-parse", "--short", "HEAD").strip()
+        changed = _git("status", "--porcelain", "--", "src").splitlines()
     except (OSError, subprocess.SubprocessError):
         return "unknown (no git)"
     return f"commit {commit}" + (
