@@ -317,7 +317,9 @@ async def test_without_fallback_invalid_plans_list_the_problems(chat_route: resp
     async with running_app(make_settings(fallback={"enabled": False})) as client:
         response = await client.post("/plan", json=GOAL)
     body = error_shape(response, 502, "invalid_plan")
-    assert "problems" in body["detail"]
+    assert body["detail"].startswith("gpt-3.5-turbo: ")
+    assert "problems: " in body["detail"]
+    assert body["detail"].count("action is empty") == 1  # each problem named, once
 
 
 async def test_without_fallback_deadline_is_504(chat_route: respx.Route) -> None:

@@ -47,7 +47,7 @@ PLAN_RESPONSES: dict[int | str, dict[str, Any]] = {
     502: _error(
         "Fallback off: the model kept answering plans that break the rules.",
         "invalid_plan",
-        "gpt-4o-mini: step 2: action is empty; problems: step 2: action is empty",
+        "gpt-4o-mini: empty_action; problems: step 2: action is empty",
     ),
     503: _error(
         "Starting or stopping (`not_ready`), or, with the fallback off, no model answered "

@@ -202,7 +202,8 @@ class PlannerArm:
                     self.log.info(
                         "plan_answer_rejected", model=model, error=problem.code, errors=errors
                     )
-                    failure = _Failure("invalid_plan", f"{model}: {problem.detail}", errors)
+                    # The problems go in `errors` alone, so a 502 lists each of them once.
+                    failure = _Failure("invalid_plan", f"{model}: {problem.code}", errors)
                     if repairs_left <= 0:
                         break
                     repairs_left -= 1
