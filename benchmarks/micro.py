@@ -16,13 +16,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from planner_arm.arms import ArmResolver
-from planner_arm.assembly import Spend, assemble_response
 from planner_arm.config import load_settings
-from planner_arm.fallback import fallback_plan
-from planner_arm.normalise import normalise_plan
-from planner_arm.parsing import extract_json
-from planner_arm.validation import PlanRules, validate_plan
+from planner_arm.pipeline.assembly import assemble_response
+from planner_arm.pipeline.normalise import normalise_plan
+from planner_arm.pipeline.parsing import extract_json
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.spend import Spend
+from planner_arm.plan.validation import PlanRules, validate_plan
+from planner_arm.planning.fallback import fallback_plan
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real-model-answers"
 

@@ -14,8 +14,8 @@ import httpx
 import pytest
 import respx
 
+from planner_arm.clock import Clock
 from planner_arm.config import ENV_FIELDS, Settings, load_settings
-from planner_arm.retry import Clock
 from stub_llm import PLAN, completion
 
 LLM_BASE_URL = "http://llm.test/v1"
@@ -105,7 +105,7 @@ async def running_app(
     """The app with its lifespan running, and a client that talks to it in-process."""
     import random
 
-    from planner_arm.app import create_app
+    from planner_arm.api.app import create_app
 
     app = create_app(
         settings,

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from planner_arm.config import ConfigError, Settings, load_settings
-from planner_arm.schemas import PlanRequest, PlanResponse
+from planner_arm.plan.schemas import PlanRequest, PlanResponse
 
 cli = typer.Typer(
     name="planner-arm",
@@ -39,8 +39,8 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default from config)")] = None,
 ) -> None:
     """Start the HTTP service."""
-    from planner_arm.app import create_app
-    from planner_arm.server import build_server
+    from planner_arm.api.app import create_app
+    from planner_arm.api.server import build_server
 
     settings = _settings()
     app = create_app(settings)
@@ -49,12 +49,12 @@ def serve(
 
 
 async def _plan_once(settings: Settings, request: PlanRequest) -> PlanResponse:
-    from planner_arm.llm import LLMClient
+    from planner_arm.api.state import service_version
+    from planner_arm.llm.client import LLMClient
+    from planner_arm.llm.prompts import PROMPT_VERSION
     from planner_arm.logging import configure_logging
     from planner_arm.metrics import PlannerMetrics
-    from planner_arm.planner import PlannerArm
-    from planner_arm.prompts import PROMPT_VERSION
-    from planner_arm.state import service_version
+    from planner_arm.planning.planner import PlannerArm
 
     configure_logging("WARNING", "console")
     llm = LLMClient(settings) if settings.llm_enabled else None

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from planner_arm.schemas import MAX_REQUEST_ID_CHARS
+from planner_arm.plan.schemas import MAX_REQUEST_ID_CHARS
 
 REQUEST_ID_HEADER = "x-request-id"
 

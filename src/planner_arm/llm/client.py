@@ -1,0 +1,212 @@
+"""A thin client over `openai.AsyncOpenAI` that speaks in our own types and errors.
+
+The SDK's own retries are off (`max_retries=0`): the planner's retry policy is the only retry
+loop, so a bad key is never tried three times and a hang never outlives the request deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import openai
+
+from planner_arm.config import Settings
+from planner_arm.errors import (
+    LLMError,
+    LLMRateLimited,
+    LLMRejected,
+    LLMTransientError,
+    LLMUnsupportedFormat,
+)
+from planner_arm.llm.prompts import Message, plan_json_schema
+
+# Providers quote part of a bad key back in their error text; none of it may reach a log.
+_KEY_LIKE = re.compile(r"\b(sk|key|api[-_]?key)[-_][A-Za-z0-9_*\-]{6,}", re.IGNORECASE)
+_TOKEN = re.compile(r"[A-Za-z0-9_\-]{4,}")
+_CONTEXT_LENGTH = re.compile(r"context.length|maximum context|too many tokens", re.IGNORECASE)
+_FORMAT_WORDS = re.compile(r"response_format|json_object|json_schema|json mode", re.IGNORECASE)
+
+# Used when a base URL is set but no key: local servers (vLLM, Ollama) ignore it.
+_PLACEHOLDER_KEY = "not-needed"
+
+
+@dataclass(frozen=True)
+class Completion:
+    content: str | None
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    usage_reported: bool
+    latency_seconds: float
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Removes the key, any piece of it (providers quote "sk-ab...wxyz"), and anything
+    shaped like a key from a provider's message."""
+    if secret:
+        text = text.replace(secret, "[redacted]")
+        text = _TOKEN.sub(lambda m: "[redacted]" if m.group(0) in secret else m.group(0), text)
+    return _KEY_LIKE.sub("[redacted]", text)
+
+
+def _retry_after_seconds(headers: httpx.Headers) -> float | None:
+    """`retry-after-ms` (OpenAI's), else `retry-after` in seconds or as an HTTP date."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _map_status_error(exc: openai.APIStatusError, key: str | None) -> LLMError:
+    status = exc.status_code
+    detail = redact(f"HTTP {status}: {exc.message}", key)
+    if status == 429:
+        return LLMRateLimited(detail, retry_after=_retry_after_seconds(exc.response.headers))
+    if status >= 500 or status in (408, 409):
+        return LLMTransientError(detail, code="server_error", status=status)
+    if status == 401:
+        return LLMRejected(detail, code="auth_failed", status=status)
+    if status == 403:
+        return LLMRejected(detail, code="forbidden", status=status)
+    if status == 404:
+        return LLMRejected(detail, code="model_not_found", status=status)
+    if status in (400, 422) and _CONTEXT_LENGTH.search(exc.message):
+        return LLMRejected(detail, code="context_length_exceeded", status=status)
+    if status in (400, 422) and _FORMAT_WORDS.search(exc.message):
+        return LLMUnsupportedFormat(detail, status=status)
+    return LLMRejected(detail, code="bad_request", status=status)
+
+
+def build_http_client(settings: Settings) -> httpx.AsyncClient:
+    """The process's one connection pool to the LLM server, sized from config."""
+    pool = settings.connection
+    return httpx.AsyncClient(
+        limits=httpx.Limits(
+            max_connections=pool.max_connections,
+            max_keepalive_connections=pool.max_keepalive_connections,
+            keepalive_expiry=pool.keepalive_expiry_seconds,
+        ),
+        timeout=httpx.Timeout(
+            settings.planning.timeout_seconds, connect=pool.connect_timeout_seconds
+        ),
+    )
+
+
+class LLMClient:
+    """One pooled connection to an OpenAI-compatible server for the whole process."""
+
+    def __init__(self, settings: Settings, http_client: httpx.AsyncClient | None = None) -> None:
+        self._settings = settings
+        self._key = settings.api_key.get_secret_value() if settings.api_key else None
+        self._http = http_client or build_http_client(settings)
+        self._client = openai.AsyncOpenAI(
+            api_key=self._key or _PLACEHOLDER_KEY,
+            base_url=settings.model.base_url,
+            max_retries=0,
+            http_client=self._http,
+        )
+        # Models whose server refused `response_format`; asked without it from then on.
+        self._no_response_format: set[str] = set()
+        # The SDK imports its resource modules on first use, which blocks the event loop for
+        # about half a second; pay that at start-up, not in the first request's deadline.
+        _ = self._client.chat.completions
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    def _response_format(self, model: str) -> dict[str, Any] | None:
+        kind = self._settings.model.response_format
+        if kind == "none" or model in self._no_response_format:
+            return None
+        if kind == "json_schema":
+            schema = plan_json_schema(self._settings.arm_ids, self._settings.planning)
+            return {
+                "type": "json_schema",
+                "json_schema": {"name": "plan", "schema": schema, "strict": False},
+            }
+        return {"type": "json_object"}
+
+    async def complete(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        *,
+        timeout: float,  # noqa: ASYNC109 - the SDK's own timeout is set from it too
+    ) -> Completion:
+        """One chat completion, bounded by `timeout` seconds however the server behaves."""
+        options: dict[str, Any] = {
+            "model": model,
+            "messages": list(messages),
+            "temperature": self._settings.model.temperature,
+            "max_tokens": self._settings.model.max_tokens,
+            "timeout": timeout,
+        }
+        response_format = self._response_format(model)
+        if response_format is not None:
+            options["response_format"] = response_format
+        started = time.perf_counter()
+        try:
+            # httpx's read timeout is per chunk, so a server that drips bytes could outlive
+            # it; this bound is on the whole call.
+            async with asyncio.timeout(timeout):
+                response = await self._client.chat.completions.create(**options)
+        except TimeoutError as exc:
+            raise LLMTransientError(f"no answer within {timeout:.2f}s", code="timeout") from exc
+        except openai.APITimeoutError as exc:
+            raise LLMTransientError(f"no answer within {timeout:.2f}s", code="timeout") from exc
+        except openai.APIConnectionError as exc:
+            detail = redact(f"connection failed: {exc.__cause__ or exc}", self._key)
+            raise LLMTransientError(detail, code="connection") from exc
+        except openai.APIStatusError as exc:
+            error = _map_status_error(exc, self._key)
+            if isinstance(error, LLMUnsupportedFormat):
+                if response_format is None:
+                    # Nothing left to drop: the same request would fail again.
+                    error = LLMRejected(error.detail, code="bad_request", status=error.status)
+                else:
+                    self._no_response_format.add(model)
+            raise error from exc
+        except openai.APIError as exc:
+            detail = redact(f"unusable response: {exc.message}", self._key)
+            raise LLMTransientError(detail, code="bad_response") from exc
+        latency = time.perf_counter() - started
+        choice = response.choices[0] if response.choices else None
+        content = None
+        finish_reason = None
+        if choice is not None:
+            finish_reason = choice.finish_reason
+            content = choice.message.content or getattr(choice.message, "refusal", None)
+        usage = response.usage
+        return Completion(
+            content=content,
+            finish_reason=finish_reason,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            usage_reported=usage is not None,
+            latency_seconds=latency,
+        )

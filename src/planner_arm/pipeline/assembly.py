@@ -1,0 +1,74 @@
+"""Turns a validated plan and what it cost into the API's `PlanResponse`."""
+
+from __future__ import annotations
+
+import uuid
+
+from planner_arm.plan.draft import DraftPlan, repair
+from planner_arm.plan.estimation import (
+    complexity_score,
+    critical_path_duration,
+    parallel_stages,
+    plan_confidence,
+    total_duration,
+)
+from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanSource
+from planner_arm.plan.spend import Spend
+from planner_arm.plan.validation import ValidPlan
+
+_RATIONALE_GOAL_CHARS = 120
+
+
+def assemble_response(
+    *,
+    draft: DraftPlan,
+    valid: ValidPlan,
+    goal: str,
+    source: PlanSource,
+    model: str | None,
+    spend: Spend,
+    request_id: str,
+    latency_ms: float,
+    prompt_version: str,
+    fixed_confidence: float | None = None,
+) -> PlanResponse:
+    """`fixed_confidence` replaces the computed one (the fallback's, so callers can tell)."""
+    repairs = [*draft.repairs, *valid.repairs]
+    rationale = (draft.rationale or "").strip()
+    if not rationale:
+        rationale = f"A {len(valid.steps)}-step plan for: {goal.strip()[:_RATIONALE_GOAL_CHARS]}"
+        repairs.append(repair("default_rationale"))
+    complexity = draft.complexity_score
+    if complexity is None or not 0.0 <= complexity <= 1.0:
+        if complexity is not None:
+            repairs.append(repair("complexity_recomputed", f"{complexity!r} is outside 0-1"))
+        complexity = complexity_score(valid.steps)
+    if fixed_confidence is not None:
+        confidence = fixed_confidence
+    else:
+        confidence = plan_confidence(draft.confidence, repairs=len(repairs), llm_calls=spend.calls)
+    return PlanResponse(
+        plan=valid.steps,
+        rationale=rationale,
+        confidence=round(confidence, 4),
+        total_estimated_duration=total_duration(valid.steps),
+        complexity_score=round(complexity, 4),
+        plan_id=uuid.uuid4().hex,
+        request_id=request_id,
+        parallel_stages=parallel_stages(valid.steps),
+        critical_path_duration=critical_path_duration(valid.steps),
+        estimated_cost=EstimatedCost(
+            llm_usd=round(spend.usd, 8),
+            prompt_tokens=spend.prompt_tokens,
+            completion_tokens=spend.completion_tokens,
+        ),
+        metadata=PlanMetadata(
+            source=source,
+            model=model,
+            attempts=spend.calls,
+            repairs=repairs,
+            warnings=[*draft.warnings, *spend.warnings],
+            latency_ms=round(latency_ms, 3),
+            prompt_version=prompt_version,
+        ),
+    )

@@ -1,0 +1,396 @@
+"""JSON value -> DraftPlan: find the steps, map field synonyms, coerce value shapes, pick arms.
+
+No plan rule is enforced here (validation does that). Each fix is recorded in `repairs`, one
+entry per code with the distinct details of every occurrence (`cost_word: medium -> 3, high ->
+4`, five at most): a fix made on every step reads as one line and counts once in the metric.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from planner_arm.errors import PlanParseError
+from planner_arm.pipeline import parsing
+from planner_arm.pipeline.well_formed import as_asked, usable_criterion
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.draft import DraftPlan, DraftStep, repair
+
+# field -> every (rank, key as the model wrote it, value) naming it, best rank first
+Found = dict[str, list[tuple[int, str, Any]]]
+Table = dict[str, tuple[str, int]]  # a name a model may use -> (field, rank)
+
+_MAX_DETAILS = 5
+_MAX_DEPTH = 6
+
+
+def _table(synonyms: dict[str, str]) -> Table:
+    """Name -> (field, rank) from space-separated names, the canonical name first."""
+    return {
+        name: (field, rank)
+        for field, names in synonyms.items()
+        for rank, name in enumerate(names.split())
+    }
+
+
+_STEP_FIELDS = _table({
+    "step": "step id step_number step_id step_no number index num",
+    "action": "action task step_description description title name instruction what",
+    "required_arm": "required_arm arm agent arm_id tool assignee assigned_arm assigned_to",
+    "depends_on": "depends_on dependencies deps depends requires after prerequisites "
+    "dependency blocked_by",
+    "acceptance_criteria": "acceptance_criteria success_criteria criteria acceptance "
+    "done_when acceptance_criterion definition_of_done",
+    "estimated_cost_tier": "estimated_cost_tier cost_tier cost estimated_cost tier",
+    "estimated_duration_seconds": "estimated_duration_seconds duration_seconds duration "
+    "estimated_duration time seconds eta estimated_time estimated_seconds",
+})  # fmt: skip
+_TOP_FIELDS = _table({
+    "rationale": "rationale reasoning explanation summary justification reason approach",
+    "confidence": "confidence confidence_score certainty",
+    "complexity_score": "complexity_score complexity difficulty complexity_rating",
+})  # fmt: skip
+_STEP_LIST_KEYS = ("plan", "steps", "tasks", "subtasks", "plan_steps", "execution_plan")
+_WRAPPER_KEYS = ("response", "result", "output", "data", "answer", "json", "content", "body")
+
+_NONE_WORDS = {"", "none", "n/a", "na", "null", "nil", "-", "no", "nothing", "[]"}
+
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_KEY_SEPARATORS = re.compile(r"[\s.\-]+")
+_DEP_SPLIT = re.compile(r"[,;&/\n]|\band\b", re.I)
+
+
+def normalise_plan(data: Any, arms: ArmResolver) -> DraftPlan:
+    """The draft plan in a decoded answer. Raises PlanParseError `no_steps` or `wrong_shape`."""
+    return as_asked(data, arms) or _Normaliser(arms).plan(data)
+
+
+class _Normaliser:
+    """One answer's normalisation: the repairs so far and how dependencies name steps."""
+
+    def __init__(self, arms: ArmResolver) -> None:
+        self.arms = arms
+        self.repairs: dict[str, list[str]] = {}  # code -> distinct details, first seen first
+        self.ignored: dict[str, None] = {}
+        self.names: dict[str, int] | None = None  # a step's id or action -> its number
+        self.rows: list[tuple[Found, int | None]] = []
+        self.renumber: dict[int, int] = {}  # a given number -> its position, when renumbered
+
+    def add(self, code: str, detail: str | None = None) -> None:
+        details = self.repairs.setdefault(code, [])
+        if detail and (detail := detail.strip()[:80]) not in details:  # bounded: model text
+            details.append(detail)
+
+    def plan(self, data: Any) -> DraftPlan:
+        containers, entries = self.find_steps(data)
+        top: Found = {}
+        for container in containers:  # innermost first, so its fields win
+            for field, options in _collect(container, _TOP_FIELDS, {}).items():
+                top.setdefault(field, options)
+        steps = self.steps(entries)
+        rationale = self.value(top, "rationale")
+        if rationale is not None and not isinstance(rationale, str):
+            self.add("value_dropped", f"rationale {rationale!r}")
+        warnings = ", ".join(list(self.ignored)[:8])
+        return DraftPlan(
+            steps=steps,
+            rationale=(rationale.strip() or None) if isinstance(rationale, str) else None,
+            confidence=self.score(self.value(top, "confidence"), "confidence"),
+            complexity_score=self.score(self.value(top, "complexity_score"), "complexity_score"),
+            repairs=self.entries(),
+            warnings=[repair("ignored_step_fields", warnings)] if warnings else [],
+        )
+
+    def entries(self) -> list[str]:
+        entries = []
+        for code, details in self.repairs.items():
+            more = f" (+{len(details) - _MAX_DETAILS} more)" if len(details) > _MAX_DETAILS else ""
+            entries.append(repair(code, ", ".join(details[:_MAX_DETAILS]) + more))
+        return entries
+
+    def find_steps(self, data: Any) -> tuple[list[dict[str, Any]], list[tuple[Any, Any]]]:
+        """The dicts around the steps (innermost first) and (number from a key, step) pairs."""
+        containers: list[dict[str, Any]] = []
+        value = data
+        for _ in range(_MAX_DEPTH):
+            if isinstance(value, str):
+                try:
+                    value, repairs = parsing.extract_json(value)
+                except PlanParseError as error:
+                    detail = f"text where a plan belongs: {value[:80]!r}"
+                    raise PlanParseError(detail, code="wrong_shape") from error
+                self.add("double_encoded", "JSON inside a string value")
+                for entry in repairs:
+                    self.add(*entry.split(":", 1))
+            if isinstance(value, list):
+                if not containers:
+                    self.add("bare_step_list")
+                return containers, [(None, item) for item in value]
+            if not isinstance(value, dict):
+                detail = f"a JSON {type(value).__name__} is not a plan"
+                raise PlanParseError(detail, code="wrong_shape")
+            containers.insert(0, value)
+            if (keyed := _keyed_steps(value)) is not None:
+                self.add("steps_keyed_by_number")
+                return containers, keyed
+            keys = {_norm_key(str(key)): key for key in value}
+            key = next((keys[name] for name in _STEP_LIST_KEYS if name in keys), None)
+            if key is not None:
+                if key != "plan":
+                    self.add("field_synonym", f"{key} -> plan")
+                if value[key] in (None, [], {}, ""):
+                    raise PlanParseError(f"'{key}' holds no steps", code="no_steps")
+                if isinstance(value[key], dict) and _keyed_steps(value[key]) is None:
+                    self.add("wrapper_unwrapped", str(key))
+            else:
+                found = (keys[n] for n in _WRAPPER_KEYS if n in keys)
+                key = next((k for k in found if isinstance(value[k], dict | list | str)), None)
+                only = next(iter(value.values()), None)
+                if key is None and len(value) == 1 and isinstance(only, dict | list):
+                    key = next(iter(value))  # an unknown wrapper: {"execution_plan": {...}}
+                if key is None and (not value or any(name in keys for name in _TOP_FIELDS)):
+                    raise PlanParseError("the answer has no steps", code="no_steps")
+                if key is None:
+                    detail = f"no steps under the keys {list(value)[:8]}"
+                    raise PlanParseError(detail, code="wrong_shape")
+                self.add("wrapper_unwrapped", str(key))
+            value = value[key]
+        raise PlanParseError("the plan is nested too deeply", code="wrong_shape")
+
+    def value(self, found: Found, field: str) -> Any:
+        options = found.get(field)
+        if not options:
+            return None
+        _, key, value = options[0]
+        if key != field:
+            self.add("field_synonym", f"{key} -> {field}")
+        return value
+
+    def steps(self, entries: list[tuple[Any, Any]]) -> list[DraftStep]:
+        rows: list[tuple[Found, Any]] = []
+        for key_number, item in entries:
+            if isinstance(item, str) and item.strip():
+                self.add("step_from_text")
+                item = {"action": item}
+            if isinstance(item, dict):
+                rows.append((_collect(item, _STEP_FIELDS, self.ignored), key_number))
+            else:
+                self.add("step_dropped", f"a {type(item).__name__} is not a step")
+        if not rows:
+            raise PlanParseError("the plan has no usable steps", code="no_steps")
+        numbers: list[int | None] = []
+        text_ids: list[str | None] = []
+        for found, key_number in rows:
+            number, text_id = self.step_number(self.value(found, "step"))
+            numbers.append(key_number if number is None and text_id is None else number)
+            text_ids.append(text_id)
+        if any(text_ids):  # a step known by a name: number every step by its position
+            for position, (number, text_id) in enumerate(zip(numbers, text_ids, strict=True), 1):
+                if number is not None:
+                    self.renumber.setdefault(number, position)
+                if text_id is not None or number not in (None, position):
+                    self.add("step_id_mapped", f"{text_id or number!r} -> {position}")
+            numbers = list(range(1, len(rows) + 1))
+        self.rows = [(found, number) for (found, _), number in zip(rows, numbers, strict=True)]
+        return [self.step(found, number) for found, number in self.rows]
+
+    def step_number(self, value: Any) -> tuple[int | None, str | None]:
+        """A step's number, or the name it goes by when that is not a number."""
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value, None
+        if isinstance(value, float) and value.is_integer():
+            return int(value), None
+        if isinstance(value, str) and value.strip():
+            if (number := parsing.parse_step_reference(value)) is None:
+                return None, value.strip()
+            self.add("number_from_string", f"{value!r} -> {number}")
+            return number, None
+        self.add("value_dropped", f"step {value!r}")
+        return None, None
+
+    def step(self, found: Found, number: int | None) -> DraftStep:
+        action = self.action(found)
+        arm = self.value(found, "required_arm")
+        if isinstance(arm, list):
+            arm = next((name for name in arm if isinstance(name, str)), None)
+        if arm is not None and not isinstance(arm, str):
+            self.add("value_dropped", f"required_arm {arm!r}")
+        choice = self.arms.resolve(arm.strip() or None if isinstance(arm, str) else None, action)
+        if choice.repair:
+            self.add(*choice.repair.split(":", 1))
+        criteria = self.criteria(self.value(found, "acceptance_criteria"))
+        if not criteria:
+            self.add("default_criteria")
+            criteria = [f"Completed: {action.rstrip('.') or 'the step'}; the outcome is recorded"]
+        duration = self.duration(self.value(found, "estimated_duration_seconds"))
+        return DraftStep(
+            action=action,
+            required_arm=choice.arm,
+            acceptance_criteria=criteria,
+            depends_on=self.dependencies(self.value(found, "depends_on")),
+            step=number,
+            estimated_cost_tier=self.cost_tier(self.value(found, "estimated_cost_tier")),
+            estimated_duration_seconds=duration,
+        )
+
+    def action(self, found: Found) -> str:
+        """The first non-empty action text; an identifier such as `check_login` made readable."""
+        for _, key, value in found.get("action", ()):
+            text = value.strip() if isinstance(value, str) else ""
+            if not text:
+                continue
+            if key != "action":
+                self.add("field_synonym", f"{key} -> action")
+            if (readable := parsing.readable_identifier(text)) is None:
+                return text
+            self.add("action_from_identifier", f"{text} -> {readable}")
+            return readable
+        return ""
+
+    def criteria(self, value: Any) -> list[str]:
+        if value is None:
+            return []
+        items = value if isinstance(value, list) else [value]
+        if isinstance(value, str):
+            self.add("criteria_from_string")
+            items = parsing.split_list_text(value)
+        elif isinstance(value, dict):
+            self.add("criteria_from_mapping")
+            texts = [text for text in value.values() if isinstance(text, str)]
+            items = texts or [str(key) for key, flag in value.items() if flag]
+        criteria = []
+        for item in items:
+            text = item.strip() if isinstance(item, str) else ""
+            if usable_criterion(text):
+                criteria.append(text)
+            else:
+                self.add("criteria_dropped", repr(text or item))
+        return criteria
+
+    def dependencies(self, value: Any) -> list[int]:
+        if value is None or value == []:
+            return []
+        if isinstance(value, str) and value.strip().lower() in _NONE_WORDS:
+            self.add("dependency_reference", f"{value!r} -> none")
+            return []
+        items = value if isinstance(value, list) else [value]
+        if isinstance(value, str):
+            items = [part.strip() for part in _DEP_SPLIT.split(value) if part.strip()]
+        numbers: list[int] = []
+        for item in items:
+            number = self.reference(item)
+            if number is None:
+                self.add("dependency_dropped", repr(item))
+                continue
+            if isinstance(value, list) and (type(item) is not int or item != number):
+                self.add("dependency_reference", f"{item!r} -> {number}")
+            numbers.append(number)
+        if not isinstance(value, list) and numbers:  # one number, or several in one string
+            self.add("dependency_reference", f"{value!r} -> {numbers}")
+        return numbers
+
+    def reference(self, item: Any) -> int | None:
+        if isinstance(item, float) and item.is_integer():
+            item = int(item)
+        if isinstance(item, int) and not isinstance(item, bool):
+            return self.renumber.get(item, item)
+        if not isinstance(item, str):
+            return None
+        if self.names is None:  # built on the first reference by text, most plans have none
+            self.names = {}
+            for found, step_number in self.rows:
+                for _, _, value in (*found.get("step", ()), *found.get("action", ())):
+                    if step_number is not None and type(value) in (str, int):
+                        self.names.setdefault(str(value).strip().lower(), step_number)
+        if (named := self.names.get(item.strip().lower())) is not None:
+            return named
+        number = parsing.parse_step_reference(item)
+        return None if number is None else self.renumber.get(number, number)
+
+    def number(self, value: Any, field: str, *, quiet: bool = False) -> float | None:
+        """A finite number from a number or a numeric string; None (unrecorded) otherwise."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value) if math.isfinite(value) else None
+        try:
+            number = float(value.strip()) if isinstance(value, str) else math.nan
+        except ValueError:
+            number = math.nan
+        if math.isfinite(number) and not quiet:
+            self.add("number_from_string", f"{field} {value!r} -> {number:g}")
+        return number if math.isfinite(number) else None
+
+    def whole(self, number: float, field: str) -> int:
+        whole = math.floor(number + 0.5)
+        if whole != number:
+            self.add("value_rounded", f"{field} {number:g} -> {whole}")
+        return whole
+
+    def cost_tier(self, value: Any) -> int | None:
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        if (number := self.number(value, "estimated_cost_tier")) is not None:
+            return self.whole(number, "estimated_cost_tier")
+        if isinstance(value, str) and (tier := parsing.parse_cost_word(value)) is not None:
+            self.add("cost_word", f"{value.strip().lower()} -> {tier}")
+            return tier
+        self.add("value_dropped", f"estimated_cost_tier {value!r}")
+        return None
+
+    def duration(self, value: Any) -> int | None:
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        number = self.number(value, "estimated_duration_seconds")
+        if number is None and isinstance(value, str):
+            number = parsing.parse_duration(value)
+            if number is not None:
+                self.add("duration_text", f"{value.strip()!r} -> {math.floor(number + 0.5)}")
+        if number is None:
+            self.add("value_dropped", f"estimated_duration_seconds {value!r}")
+            return None
+        return self.whole(number, "estimated_duration_seconds")
+
+    def score(self, value: Any, field: str) -> float | None:
+        """A 0-1 score. Above 1, confidence is read as a percentage; complexity as a 0-10
+        scale up to 10 and a percentage above. Anything else out of range is dropped."""
+        if value is None:
+            return None
+        percent = isinstance(value, str) and value.strip().endswith("%")
+        number = self.number(value.strip()[:-1] if percent else value, field, quiet=percent)
+        if number is not None and (percent or 1 < number <= 100):
+            scale = 10 if field == "complexity_score" and not percent and number <= 10 else 100
+            code = "confidence_percent" if field == "confidence" else "complexity_rescaled"
+            self.add(code, f"{value!r} -> {number / scale:g}")
+            number /= scale
+        if number is None or not 0 <= number <= 1:
+            self.add("value_dropped", f"{field} {value!r}")
+            return None
+        return number
+
+
+def _keyed_steps(value: dict[str, Any]) -> list[tuple[Any, Any]] | None:
+    """`{"1": {...}, "step2": {...}}` as (number, step) pairs; None for any other dict."""
+    pairs = []
+    for key, item in value.items():  # stops at the first key that is not a step number
+        if (number := parsing.parse_step_reference(str(key))) is None:
+            return None
+        pairs.append((number, item))
+    return pairs if all(isinstance(item, dict | str) for _, item in pairs) else None
+
+
+def _norm_key(key: str) -> str:
+    return _KEY_SEPARATORS.sub("_", _CAMEL_BOUNDARY.sub("_", key.strip())).lower().strip("_")
+
+
+def _collect(item: dict[str, Any], table: Table, ignored: dict[str, None]) -> Found:
+    found: Found = {}
+    for raw, value in item.items():
+        key = str(raw)
+        if (hit := table.get(key) or table.get(_norm_key(key))) is None:
+            ignored[key] = None
+        else:
+            found.setdefault(hit[0], []).append((hit[1], key, value))
+    for options in found.values():
+        if len(options) > 1:
+            options.sort(key=lambda option: option[0])
+    return found

@@ -1,0 +1,149 @@
+"""Identical requests answered once: a TTL cache of model plans, and single flight.
+
+Identical means the same goal, constraints and context (white space folded) under the same
+models, prompt and planning settings. Only model plans are cached: a fallback plan is what
+the service says when the model failed, and the next request should try the model again.
+Concurrent identical requests share the one planning task of the first (single flight), so ten
+at once cost one LLM call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+from planner_arm.clock import Clock
+from planner_arm.config import Settings
+from planner_arm.llm.prompts import PROMPT_VERSION
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
+from planner_arm.planning.planner import PlannerArm
+
+_NO_COST = EstimatedCost(llm_usd=0.0, prompt_tokens=0, completion_tokens=0)
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split())
+
+
+def settings_fingerprint(settings: Settings) -> str:
+    """What changes a plan besides the request: models, prompt, planning rules, arms."""
+    relevant = settings.model_dump(
+        mode="json", include={"model", "planning", "arms", "arm_aliases", "retry"}
+    )
+    relevant["prompt_version"] = PROMPT_VERSION
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def request_key(request: PlanRequest, fingerprint: str) -> str:
+    material: list[Any] = [
+        fingerprint,
+        _fold(request.goal),
+        [_fold(c) for c in request.constraints],
+        request.context,
+    ]
+    encoded = json.dumps(material, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+class PlanCache:
+    """Least-recently-used entries, each good for `ttl` seconds on the injected clock."""
+
+    def __init__(self, ttl: float, max_entries: int, clock: Clock) -> None:
+        self._ttl = ttl
+        self._max_entries = max_entries
+        self._clock = clock
+        self._entries: OrderedDict[str, tuple[float, PlanResponse]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: str) -> PlanResponse | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        expires_at, response = entry
+        if self._clock.now() >= expires_at:
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return response
+
+    def put(self, key: str, response: PlanResponse) -> None:
+        self._entries[key] = (self._clock.now() + self._ttl, response)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._max_entries:
+            self._entries.popitem(last=False)
+
+
+class CachingPlanner:
+    """What the endpoint calls: cache, then single flight, then the planner."""
+
+    def __init__(
+        self, planner: PlannerArm, settings: Settings, metrics: PlannerMetrics, clock: Clock
+    ) -> None:
+        self._planner = planner
+        self._enabled = settings.cache.enabled
+        self._metrics = metrics
+        self._clock = clock
+        self._fingerprint = settings_fingerprint(settings)
+        self._cache = PlanCache(settings.cache.ttl_seconds, settings.cache.max_entries, clock)
+        self._in_flight: dict[str, asyncio.Task[PlanResponse]] = {}
+
+    async def plan(self, request: PlanRequest, request_id: str, *, use_cache: bool) -> PlanResponse:
+        if not self._enabled:
+            return await self._planner.plan(request, request_id)
+        started = self._clock.now()
+        key = request_key(request, self._fingerprint)
+        if use_cache:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._metrics.child(self._metrics.cache_requests, "hit").inc()
+                return self._repeat(cached, request, request_id, started)
+            leader = self._in_flight.get(key)
+            if leader is not None:
+                self._metrics.child(self._metrics.cache_requests, "coalesced").inc()
+                shared = await asyncio.shield(leader)
+                return self._repeat(shared, request, request_id, started)
+        outcome = "miss" if use_cache else "bypass"
+        self._metrics.child(self._metrics.cache_requests, outcome).inc()
+
+        # A task of its own, so a caller that goes away does not cancel the others' answer.
+        task = asyncio.create_task(self._planner.plan(request, request_id))
+        if use_cache:
+            self._in_flight[key] = task
+            task.add_done_callback(lambda _: self._in_flight.pop(key, None))
+        response = await asyncio.shield(task)
+        if response.metadata.source == "llm":
+            self._cache.put(key, response)
+        return response
+
+    def _repeat(
+        self, original: PlanResponse, request: PlanRequest, request_id: str, started: float
+    ) -> PlanResponse:
+        """The same plan for another caller: its own ids, no new cost, marked as a repeat."""
+        if original.metadata.source != "llm":
+            # A shared fallback plan stays what it is: a fallback, not a cached model plan.
+            return original.model_copy(update={"request_id": request_id})
+        metadata = original.metadata.model_copy(
+            update={
+                "source": "cache",
+                "attempts": 0,
+                "cached_plan_id": original.plan_id,
+                "latency_ms": round((self._clock.now() - started) * 1000, 3),
+            }
+        )
+        response = original.model_copy(
+            update={
+                "plan_id": uuid.uuid4().hex,
+                "request_id": request_id,
+                "estimated_cost": _NO_COST,
+                "metadata": metadata,
+            }
+        )
+        self._planner.record(response, request)
+        return response

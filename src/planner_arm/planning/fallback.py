@@ -1,0 +1,397 @@
+"""The rule-based planner: a plan for any goal without a model, for when the model fails.
+
+`classify_goal` names the kind of goal, `goal_subject` pulls out a short phrase for what it is
+about, and `fallback_plan` fills that kind's template with it, fitted to the configured step
+limits and ending with a judge step that checks the caller's constraints. Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any, NamedTuple
+
+from planner_arm.config import PlanningSettings
+from planner_arm.plan import arms
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.draft import DraftPlan, DraftStep
+
+# Each [kind]: its label and usual complexity, the cue words that point at it, then its steps.
+# Kinds are in priority order: equal cue scores go to the earlier kind, and the goal's leading
+# verb counts three times, so "Fix the XSS hole" is a bug fix but "Audit login for XSS" is not.
+# A step: `key arm tier seconds keep after : action`, then a line of criteria split by " | ".
+# A shorter plan drops the highest `keep` first; `after` names earlier keys ("-" none); arm "*"
+# is chosen from the goal. The last step is the check, after every step nothing else depends
+# on; [pad] steps lengthen a plan. {the} is "the <subject>", {doc} the document, {goal} the goal.
+TEMPLATES = """
+[security_review] a security or privacy review, complexity 0.55
+cues: security, secure, vulnerability, pii, privacy, gdpr, hipaa, compliance, audit
+cues: penetration test, pentest, threat model, secret, credential, leak, encryption, xss
+cues: injection, csrf, cve, permission, access control, owasp, sanitise
+gather retriever 1 25 2 - : Locate the code, configuration and data flows of {the}
+  Entry points and data stores mapped | Where personal data flows is known
+pii guardian 2 40 0 gather : Scan {the} for personal data, secrets and credentials
+  Every PII or secret finding has a location | No credentials in source or logs
+vulns guardian 3 60 1 gather : Review {the} for injection, access-control and other vulnerabilities
+  Each finding rated by severity | Checked against the OWASP Top 10
+policy guardian 2 30 3 pii : Check {the} against the applicable privacy and security policies
+  Each policy requirement marked met or not | Gaps linked to findings
+fixes coder 3 45 2 pii,vulns : Propose code changes that fix the findings in {the}
+  Each high-severity finding has a fix | Fixes do not change intended behaviour
+check judge 2 30 0 - : Validate that the review of {the} is complete
+  Every finding has a severity and an owner | Every step's acceptance criteria are met
+[bug_fix] a bug fix, complexity 0.55
+cues: fix, bug, error, crash, fail, failure, broken, regression, exception, defect, incorrect
+cues: wrong, debug, repair, resolve, flaky, not working, hang, traceback, glitch
+locate retriever 1 20 2 - : Search the codebase for the code, tests and issue reports behind {the}
+  Code and tests related to {the} located | Related bug reports or issues identified
+analyse coder 3 60 1 locate : Analyse the code behind {the} to find the root cause
+  Root cause identified with file and line | Why the failure happens is written down
+reproduce coder 3 40 3 analyse : Write a test that reproduces {the}
+  The test fails on the current code | The test isolates the reported scenario
+patch coder 4 45 0 analyse : Patch the code to fix {the}
+  The patch addresses the root cause | No unrelated behaviour changes | Code follows house style
+verify executor 2 90 2 reproduce,patch : Run the full test suite against the fix for {the}
+  The reproducing test passes with the patch | All existing tests pass | No errors or timeouts
+check judge 2 30 0 - : Validate that the fix for {the} meets the acceptance criteria
+  The root cause is fixed, not masked | Every step's acceptance criteria are met
+[deployment] a deployment or operations task, complexity 0.6
+cues: deploy, deployment, release, rollout, roll out, ship, provision, upgrade, migrate
+cues: production, staging, kubernetes, k8s, docker, server, infrastructure, ci, pipeline, scale
+cues: rollback, restart, install, configure, set up, helm, terraform, cluster
+gather retriever 1 20 2 - : Gather the deployment configuration and runbook for {the}
+  Target environment and version identified | Runbook and rollback steps located
+build executor 2 90 1 gather : Build the release artefacts and run pre-deployment checks for {the}
+  Artefacts built reproducibly | Pre-deployment checks pass
+secrets guardian 2 30 4 gather : Check the setup of {the} for exposed secrets and unsafe settings
+  No secrets in images, logs or config | Permissions follow least privilege
+deploy executor 3 120 0 build,secrets : Deploy {the} to the target environment
+  Deployment completes without errors | The new version is serving traffic
+smoke executor 2 45 3 deploy : Run smoke tests and health checks against {the} after deployment
+  Health checks pass | Key user paths respond correctly
+check judge 2 30 0 - : Validate that the deployment of {the} is healthy
+  Error rates and latency within normal bounds | Every step's acceptance criteria are met
+[documentation] a documentation task, complexity 0.35
+cues: document, documentation, docs, readme, guide, tutorial, manual, docstring, changelog
+cues: release notes, wiki, api reference, faq, handbook, write up
+gather retriever 1 25 1 - : Read the code, existing docs and open questions about {the}
+  Behaviour to document listed | Outdated or missing sections identified
+outline planner 2 20 3 gather : Outline the structure and audience of {doc}
+  Sections and audience defined | Each section has a stated purpose
+write coder 3 60 0 outline : Write {doc}
+  Every outlined section written | Terms are explained at first use
+examples executor 2 45 2 write : Run the examples and commands in {doc}
+  Every example runs as written | Outputs shown match real outputs
+check judge 2 30 0 - : Validate that {doc} is accurate and complete
+  Statements match the actual behaviour | Every step's acceptance criteria are met
+[data_analysis] a data analysis, complexity 0.5
+cues: data, dataset, csv, analyse, analysis, statistics, metrics, trend, chart, plot, visualise
+cues: dashboard, sales, revenue, sql, correlation, forecast, kpi, churn, cohort, spreadsheet, excel
+locate retriever 1 20 2 - : Locate the data sources and definitions for {the}
+  Every data source identified | Field meanings and units recorded
+prepare coder 3 60 1 locate : Write a script that loads and cleans the data for {the}
+  Dropped or fixed rows are counted and explained | The script runs end to end without errors
+analyse executor 2 60 0 prepare : Run the analysis of {the} and compute the key figures
+  Key figures computed with their method | Results are reproducible from the script
+privacy guardian 2 20 4 analyse : Screen the data and results for {the} for personal data
+  No personal data in the shared results | Aggregates are too coarse to identify anyone
+report retriever 2 40 3 analyse : Summarise the results for {the} with figures and caveats
+  Each conclusion backed by a figure | Caveats and data gaps stated
+check judge 2 30 0 - : Validate that the figures for {the} are correct
+  Figures spot-checked against the raw data | Conclusions follow from the figures
+[research] a research question, complexity 0.45
+cues: research, investigate, compare, comparison, study, explore, learn, understand, explain
+cues: survey, find out, literature, best, alternatives, options, pros and cons, tradeoffs
+cues: trade offs, evaluate, recommend, overview, state of the art, paper
+search retriever 1 30 0 - : Search documentation, knowledge bases and the web for sources on {the}
+  At least three relevant sources found | Each source's date and origin recorded
+context retriever 1 20 3 - : Read the provided context and earlier work on {the}
+  Relevant facts from the context extracted | Open questions listed
+factcheck judge 2 30 2 search : Fact-check the key claims about {the} against primary sources
+  Each key claim traced to a source | Conflicting claims flagged
+synthesise retriever 2 40 1 search,context,factcheck : Summarise the findings on {the}
+  The answer addresses the question directly | Every claim cites a source
+check judge 2 30 0 - : Validate that the answer on {the} is complete and sourced
+  No claim lacks a source | The answer covers every part of the question
+[feature] a feature or implementation task, complexity 0.6
+cues: implement, add, build, create, develop, feature, support, endpoint, api, function, code
+cues: integrate, refactor, extend, enable, introduce, module, component, page, ui, tests, script
+gather retriever 1 25 2 - : Gather the requirements and existing code related to {the}
+  Requirements for {the} listed | Existing code and interfaces it touches identified
+design planner 2 30 3 gather : Design the approach and interfaces for {the}
+  Interfaces and data shapes decided | Affected modules and risks listed
+implement coder 4 90 0 design : Implement {the}
+  The implementation covers every listed requirement | The code follows the project's style
+tests coder 3 50 1 implement : Write unit tests covering {the}
+  Tests cover the main paths and edge cases | Tests fail without the implementation
+docs coder 2 30 4 implement : Document {the} for its users
+  Usage and configuration documented | Examples run as written
+run executor 2 60 2 tests : Run the test suite and linters against {the}
+  All tests pass | Linters and type checks report no new problems
+check judge 2 30 0 - : Validate that {the} meets the requirements
+  Every requirement is met and tested | Every step's acceptance criteria are met
+[generic] a general task, complexity 0.45
+clarify planner 2 20 1 - : Break {the} down into concrete, checkable outcomes
+  Outcomes listed | Each outcome has a way to check it
+gather retriever 1 25 2 - : Gather the information and earlier work needed for {the}
+  Relevant sources collected | Missing information listed
+do * 3 60 0 clarify,gather : {goal}
+  Each listed outcome achieved | The work is recorded where others can find it
+summary retriever 2 30 3 do : Summarise the outcome of {the} for the requester
+  Summary states what was done and what is left | Figures and sources included
+check judge 2 30 0 - : Validate that {the} is achieved
+  Every outcome checked | Every step's acceptance criteria are met
+[pad]
+risks planner 2 20 0 - : List the risks, edge cases and open questions for {the}
+  Each risk has a likelihood and an impact | Each open question has an owner
+safety guardian 2 20 0 - : Check the work on {the} for personal data, secrets and policy issues
+  No personal data or secrets exposed | Applicable policies respected
+crosscheck judge 2 30 0 - : Cross-check the intermediate results for {the} against their sources
+  Every figure or claim traced to its source | Discrepancies resolved or flagged
+"""
+MAX_CONSTRAINT_CHARS = 500  # at most 32 constraints (the API's limit) are carried
+SUBJECT_WORDS, SUBJECT_CHARS, GOAL_ACTION_CHARS = 8, 64, 120
+
+
+_QUESTION = arms.word_set("what why how which who when where should does do is are can could")
+# Words dropped from the front of a goal before its subject: fillers, one verb, determiners.
+_LEADING = _QUESTION | arms.word_set(
+    "please kindly would will you we i need needs want to help me us let's lets let must was "
+    "were there it be go and then first now also just quickly urgently asap task goal todo"
+)
+_DETERMINERS = arms.word_set("the a an our my your their its this that these those some all any")
+_VERBS = arms.word_set(
+    "fix add implement build create write develop make research investigate analyse analyze "
+    "deploy release ship document review audit check find compare explore study evaluate assess "
+    "design plan refactor update upgrade migrate set install configure debug resolve repair "
+    "improve optimise optimize test verify validate secure scan summarise summarize explain "
+    "draft prepare generate integrate support enable run execute launch provision roll publish "
+    "remove clean speed learn understand look figure identify estimate measure report gather "
+    "search read translate rewrite extend harden patch diagnose monitor decide choose get do"
+)
+_PARTICLES = arms.word_set("up out down into over through")
+_JOINERS = arms.word_set("and then also plus &")
+_CUTS = arms.word_set("for to so because without while using via before after by when if unless")
+_TRAILING = _DETERMINERS | _CUTS | _JOINERS | arms.word_set("of in on at with")
+# "documentation for the CLI" is about the CLI: such a head is dropped before a cut word.
+_GENERIC_HEADS = _DETERMINERS | arms.word_set(
+    "documentation docs doc guide tutorial readme manual tests test unit support report "
+    "analysis review audit deployment overview summary research study fix patch feature plan new"
+)
+_DOC_NOUNS = arms.word_set(
+    "documentation docs doc guide tutorial readme manual notes changelog wiki"
+)
+_CLAUSE_END = re.compile(r"[.!?;:]+(?=\s|$)|[\n;,(\[]|\s[-–—]+\s")
+_EDGE = re.compile(r"^\W+|\W+$")
+
+
+class _Step(NamedTuple):
+    key: str
+    arm: str
+    tier: int
+    seconds: int
+    keep: int
+    after: tuple[str, ...]
+    action: str
+    criteria: tuple[str, ...]
+
+
+class _Kind(NamedTuple):
+    label: str
+    complexity: float
+    cues: list[str]
+    steps: list[_Step]
+
+
+def classify_goal(goal: str) -> str:
+    """The kind of goal ("bug_fix", "feature", ...; see TEMPLATES), "generic" if no cue fits."""
+    tokens = arms.words(goal[:2000])[:200]
+    stems = [arms.stem(token) for token in tokens]
+    kinds, lexicon, skip, generic_verbs = _kinds(), *_kind_lexicon()
+    head = next((i for i, s in enumerate(stems[:6]) if s not in skip), -1)
+    scores = dict.fromkeys(range(len(kinds)), 0.0)
+    for i, hits in lexicon.scan(tokens, stems):
+        factor = 3.0 if i == head and stems[i] not in generic_verbs else 1.0
+        for kind, weight in hits.items():
+            scores[kind] += weight * factor
+    if goal.rstrip().endswith("?") or (tokens and tokens[0] in _QUESTION):
+        scores[list(kinds).index("research")] += 1.5
+    best = max(scores, key=lambda kind: (scores[kind], -kind))
+    return list(kinds)[best] if scores[best] >= 0.5 else "generic"
+
+
+def goal_subject(goal: str) -> str:
+    """A short phrase for what the goal is about ("authentication bug"), or "" if none."""
+    clauses = _CLAUSE_END.split(goal[:1000])[:4]
+    return next(filter(None, (_subject_of(clause.split()) for clause in clauses)), "")
+
+
+def fallback_plan(
+    goal: str,
+    constraints: Sequence[str],
+    context: Mapping[str, Any],
+    *,
+    planning: PlanningSettings,
+    resolver: ArmResolver,
+) -> DraftPlan:
+    """A valid plan for `goal` from the template of its kind, within the planning limits."""
+    kind, subject = classify_goal(goal), goal_subject(goal)
+    template = _kinds()[kind]
+    *work, check = template.steps
+    with_check = planning.require_validation_step or "judge" in resolver.arm_ids
+    size = min(max(len(work) + with_check, planning.min_steps), planning.max_steps)
+    with_check = with_check and (size > 1 or planning.require_validation_step)
+    kept = _fit(work, size - with_check)
+    # A subject in another script reads better quoted than after "the".
+    foreign = any(char.isalpha() and not char.isascii() for char in subject)
+    the = f'"{subject}"' if foreign else f"the {subject or 'task'}"
+    named = any(_clean(word) in _DOC_NOUNS for word in subject.split())
+    clause = _clip(next(filter(_has_word, _CLAUSE_END.split(goal[:1000])), ""), GOAL_ACTION_CHARS)
+    fill = {"the": the, "doc": the if named else f"the documentation for {the}",
+            "goal": clause[:1].upper() + clause[1:] if clause else f"Carry out {the}"}  # fmt: skip
+    number = {step.key: index for index, step in enumerate(kept, 1)}
+    reach: dict[str, set[int]] = {}  # the kept steps a step stands for: itself, or its inputs
+    after: dict[str, list[int]] = {}
+    for step in [*work, *kept]:
+        after[step.key] = sorted(set().union(*(reach[key] for key in step.after)))
+        reach[step.key] = {number[step.key]} if step.key in number else set(after[step.key])
+    steps = [_draft(step, number[step.key], after[step.key], fill, resolver) for step in kept]
+    if with_check:
+        needed = {dep for draft in steps for dep in draft.depends_on}
+        sinks = [index for index in range(1, len(steps) + 1) if index not in needed]
+        steps.append(_draft(check, len(steps) + 1, sinks, fill, resolver))
+    note, found = _context_note(context)
+    steps[0].action += note
+    steps[0].acceptance_criteria = [*steps[0].acceptance_criteria[: 3 - len(found)], *found]
+    limits = [*dict.fromkeys(filter(None, (_clip(c, MAX_CONSTRAINT_CHARS) for c in constraints)))]
+    steps[-1].acceptance_criteria += [f"Constraint respected: {text}" for text in limits[:32]]
+    rationale = (
+        f"Rule-based planner (no usable model plan): the goal reads as {template.label} (kind "
+        f"'{kind}'), so the {kind} template was applied to {the} and fitted to {len(steps)} "
+        "steps, independent ones in parallel, the last checking the result and the constraints."
+    )
+    complexity = template.complexity + min(0.15, len(goal.split()) / 200) + 0.03 * len(limits[:5])
+    return DraftPlan(steps, rationale, complexity_score=round(min(1.0, complexity), 2))
+
+
+@cache
+def _kinds() -> dict[str, _Kind]:
+    kinds: dict[str, _Kind] = {}
+    lines = [line for line in TEMPLATES.strip().splitlines() if line.strip()]
+    for line, criteria in zip(lines, [*lines[1:], ""], strict=True):
+        if line.startswith("["):
+            name, _, about = line[1:].partition("]")
+            label, _, complexity = about.strip().partition(", complexity ")
+            kind = kinds[name] = _Kind(label, float(complexity or 0), [], [])
+        elif line.startswith("cues:"):
+            kind.cues.extend(cue.strip() for cue in line[5:].split(","))
+        elif not line.startswith(" "):
+            fields, action = line.split(" : ", 1)
+            key, arm, tier, seconds, keep, after = fields.split()
+            kind.steps.append(
+                _Step(key, arm, int(tier), int(seconds), int(keep),
+                      tuple(after.split(",")) if after != "-" else (), action,
+                      tuple(text.strip() for text in criteria.split(" | ")))
+            )  # fmt: skip
+    return kinds
+
+
+@cache
+def _kind_lexicon() -> tuple[arms.Lexicon, frozenset[str], frozenset[str]]:
+    lexicon = arms.Lexicon()
+    for index, kind in enumerate(_kinds().values()):
+        for cue in kind.cues:
+            lexicon.add(index, cue, 1.0)
+    skip = frozenset(arms.stem(word) for word in arms.LEAD_FILLERS | _QUESTION)
+    return lexicon, skip, frozenset(arms.stem(verb) for verb in arms.GENERIC_VERBS)
+
+
+def _fit(work: list[_Step], size: int) -> list[_Step]:
+    """`size` steps: the template's most essential ones, or all of them and padding steps."""
+    if size <= len(work):
+        keep = {step.key for step in sorted(work, key=lambda step: step.keep)[:size]}
+        return [step for step in work if step.key in keep]
+    main = min(work, key=lambda step: step.keep).key
+    pads = _kinds()["pad"].steps
+    extra = []
+    for index in range(size - len(work)):
+        pad, rounds = pads[index % len(pads)], index // len(pads)
+        action = pad.action + (f" (round {rounds + 1})" if rounds else "")
+        extra.append(pad._replace(key=f"pad{index}", after=(main,), action=action))
+    return [*work, *extra]
+
+
+def _draft(
+    step: _Step, number: int, after: list[int], fill: dict[str, str], resolver: ArmResolver
+) -> DraftStep:
+    action = step.action.format_map(fill)
+    if step.arm in resolver.arm_ids:
+        arm, tier, seconds = step.arm, step.tier, step.seconds
+    else:  # "*", or an arm this registry does not have
+        arm = resolver.select(action)
+        tier, seconds = arms.typical_cost_tier(arm), arms.typical_duration_seconds(arm)
+    criteria = [text.format_map(fill) for text in step.criteria]
+    return DraftStep(action, arm, criteria, after, number, tier, seconds)
+
+
+def _clean(word: str) -> str:
+    return _EDGE.sub("", word).lower()
+
+
+def _subject_of(raw: list[str]) -> str:
+    raw = raw[:40]
+    clean = [*map(_clean, raw), ""]
+    position, verb_allowed = 0, True  # one leading verb, or one more after "and"
+    while position < len(raw):
+        word = clean[position]
+        if word in _VERBS and verb_allowed:
+            verb_allowed = False
+            position += 2 if clean[position + 1] in _PARTICLES else 1
+        elif word in _LEADING or word in _DETERMINERS or not word:
+            verb_allowed = verb_allowed or word in _JOINERS
+            position += 1
+        else:
+            break
+    kept: list[int] = []
+    for index in range(position, len(raw)):
+        word = clean[index]
+        if kept and word in _JOINERS and clean[index + 1] in _VERBS:
+            break
+        if kept and word in _CUTS:
+            if any(clean[head] not in _GENERIC_HEADS for head in kept):
+                break
+            kept = []
+        elif word and (kept or word not in _DETERMINERS) and len(kept) < SUBJECT_WORDS:
+            kept.append(index)
+    while kept and clean[kept[-1]] in _TRAILING:
+        kept.pop()
+    text = " ".join(raw[index] for index in kept).strip(" ,.;:!?-–—'\"")
+    text = _clip(text, SUBJECT_CHARS).rstrip(" ,.;:")
+    return text if _has_word(text) else ""
+
+
+def _has_word(text: str) -> bool:
+    return any(char.isalnum() for char in text)
+
+
+def _context_note(context: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """A suffix for the first action naming what the context points at, and a criterion."""
+    files = next(filter(None, map(context.get, ("affected_files", "files", "paths"))), None)
+    if files:
+        names = files if isinstance(files, list) else [files]
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        shown = _clip(", ".join(str(name) for name in names[:3]), 150) + more
+        return f" (starting with {shown})", [f"{shown} examined"]
+    if context:
+        return f" (using the context's {_clip(', '.join(map(str, context)), 100)})", []
+    return "", []
+
+
+def _clip(text: str, limit: int) -> str:
+    """`text` on one line, cut at a word to at most `limit` characters, "…" marking a cut."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    space = text.rfind(" ", 0, limit - 1)
+    return text[: space if space > 0 else limit - 1] + "…"

@@ -1,0 +1,243 @@
+"""PlannerArm: prompt -> LLM -> parse -> validate -> estimate, with repair, retry and fallback.
+
+The contract: `plan()` returns a valid plan within the request deadline whatever the model
+does, or, only when the fallback is switched off, raises `PlanningFailed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from planner_arm.clock import Clock, Deadline
+from planner_arm.config import Settings
+from planner_arm.errors import LLMError, LLMRateLimited, PlanningFailed, PlanParseError
+from planner_arm.errors import PlanValidationError as PlanInvalid
+from planner_arm.llm.client import Completion, LLMClient
+from planner_arm.llm.guarded import CallSkipped, GuardedLLM
+from planner_arm.llm.prompts import (
+    PROMPT_VERSION,
+    Message,
+    initial_messages,
+    system_prompt,
+    user_prompt,
+    with_repair,
+)
+from planner_arm.llm.retry import Next, RetryPolicy
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.pipeline.assembly import assemble_response
+from planner_arm.pipeline.normalise import normalise_plan
+from planner_arm.pipeline.parsing import extract_json
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.draft import DraftPlan, repair_code
+from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.plan.spend import Spend
+from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
+from planner_arm.planning.fallback import fallback_plan
+
+# A call with less time than this left cannot finish; the fallback answers instead.
+_MIN_CALL_SECONDS = 0.05
+_LOG_GOAL_CHARS = 100
+
+
+@dataclass
+class _Failure:
+    """Why the model produced no plan, for the fallback metric and the 5xx mapping."""
+
+    # llm_disabled | llm_unavailable | invalid_plan | deadline | call_budget | circuit_open
+    # | saturated
+    reason: str
+    detail: str
+    errors: list[str]
+
+
+@dataclass
+class _Success:
+    model: str
+    draft: DraftPlan
+    valid: ValidPlan
+
+
+class PlannerArm:
+    def __init__(
+        self,
+        settings: Settings,
+        llm: LLMClient | None,
+        metrics: PlannerMetrics,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        # Bound once: a module-level lazy logger rebuilds itself on every call.
+        self.log = structlog.get_logger("planner_arm.planning.planner").bind()
+        self.clock = clock or Clock()
+        self.llm = GuardedLLM(llm, settings, metrics, self.clock) if llm else None
+        jitter_source = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
+        self.policy = RetryPolicy(settings.retry, self.clock, jitter_source)
+        self.rules = PlanRules.from_settings(settings)
+        self.resolver = ArmResolver(settings.arms, settings.arm_aliases)
+        self.system_prompt = system_prompt(settings.arms, settings.planning)
+
+    async def plan(self, request: PlanRequest, request_id: str) -> PlanResponse:
+        started = self.clock.now()
+        deadline = Deadline(self.settings.planning.timeout_seconds, self.clock)
+        spend = Spend()
+        if self.llm is None:
+            outcome: _Success | _Failure = _Failure("llm_disabled", "no LLM configured", [])
+        else:
+            outcome = await self._plan_with_llm(self.llm, request, deadline, spend)
+
+        if isinstance(outcome, _Success):
+            response = assemble_response(
+                draft=outcome.draft,
+                valid=outcome.valid,
+                goal=request.goal,
+                source="llm",
+                model=outcome.model,
+                spend=spend,
+                request_id=request_id,
+                latency_ms=(self.clock.now() - started) * 1000,
+                prompt_version=PROMPT_VERSION,
+            )
+        else:
+            response = self._fallback(request, request_id, outcome, spend, started)
+        self.record(response, request)
+        return response
+
+    def _fallback(
+        self,
+        request: PlanRequest,
+        request_id: str,
+        failure: _Failure,
+        spend: Spend,
+        started: float,
+    ) -> PlanResponse:
+        if failure.reason != "llm_disabled" and not self.settings.fallback.enabled:
+            code = {
+                "deadline": "deadline_exceeded",
+                "invalid_plan": "invalid_plan",
+            }.get(failure.reason, "llm_unavailable")
+            raise PlanningFailed(failure.detail, code=code, errors=failure.errors)
+        self.metrics.fallbacks.labels(failure.reason).inc()
+        if failure.reason != "llm_disabled":
+            spend.warn_once(f"fallback_used: {failure.reason}: {failure.detail}")
+        draft = fallback_plan(
+            request.goal,
+            request.constraints,
+            request.context,
+            planning=self.settings.planning,
+            resolver=self.resolver,
+        )
+        return assemble_response(
+            draft=draft,
+            valid=validate_plan(draft, self.rules),
+            goal=request.goal,
+            source="fallback",
+            model=None,
+            spend=spend,
+            request_id=request_id,
+            latency_ms=(self.clock.now() - started) * 1000,
+            prompt_version=PROMPT_VERSION,
+            fixed_confidence=self.settings.fallback.confidence,
+        )
+
+    async def _plan_with_llm(
+        self, llm: GuardedLLM, request: PlanRequest, deadline: Deadline, spend: Spend
+    ) -> _Success | _Failure:
+        # The per-call bounds already keep to the deadline; this catches whatever slips past
+        # them (a retry wait, a slow slot), so the fallback still answers in time.
+        try:
+            async with asyncio.timeout(deadline.remaining()):
+                return await self._ask_models(llm, request, deadline, spend)
+        except TimeoutError:
+            return _Failure("deadline", "the request deadline passed", [])
+
+    async def _ask_models(
+        self, llm: GuardedLLM, request: PlanRequest, deadline: Deadline, spend: Spend
+    ) -> _Success | _Failure:
+        first_messages = initial_messages(
+            self.system_prompt, user_prompt(request.goal, request.constraints, request.context)
+        )
+        max_calls = self.settings.retry.max_llm_calls
+        failure = _Failure("call_budget", "no LLM call was made", [])
+        for model in self.settings.model.chain:
+            messages: list[Message] = first_messages
+            repairs_left = self.settings.retry.repairs_per_model
+            retries = 0
+            while spend.calls < max_calls:
+                if deadline.remaining() < _MIN_CALL_SECONDS:
+                    return _Failure("deadline", "the request deadline passed", failure.errors)
+                try:
+                    completion = await llm.call(model, messages, deadline, spend, _MIN_CALL_SECONDS)
+                except CallSkipped as skip:
+                    failure = _Failure(skip.reason, f"{model}: {skip.reason}", [])
+                    if skip.reason == "saturated":
+                        return failure  # every model shares the slots: no point moving on
+                    break
+                except LLMError as error:
+                    self.log.info(
+                        "llm_call_failed", model=model, error=error.code, detail=error.detail
+                    )
+                    failure = _Failure("llm_unavailable", f"{model}: {error}", [])
+                    retries += 1
+                    decision = self.policy.decide(error, retries)
+                    if decision.next is Next.NEXT_MODEL or spend.calls >= max_calls:
+                        break
+                    self.metrics.retries.labels(decision.reason).inc()
+                    if not await self.policy.wait(decision.wait, deadline):
+                        reason = (
+                            "llm_unavailable" if isinstance(error, LLMRateLimited) else "deadline"
+                        )
+                        return _Failure(reason, failure.detail, [])
+                    continue
+
+                try:
+                    return _Success(model, *self._read_answer(completion))
+                except (PlanParseError, PlanInvalid) as problem:
+                    errors = getattr(problem, "errors", [problem.detail])
+                    self.metrics.parse_failures.labels(problem.code).inc()
+                    self.log.info(
+                        "plan_answer_rejected", model=model, error=problem.code, errors=errors
+                    )
+                    # The problems go in `errors` alone, so a 502 lists each of them once.
+                    failure = _Failure("invalid_plan", f"{model}: {problem.code}", errors)
+                    if repairs_left <= 0:
+                        break
+                    repairs_left -= 1
+                    self.metrics.retries.labels("repair_prompt").inc()
+                    messages = with_repair(first_messages, completion.content, errors)
+        if spend.calls >= max_calls and failure.reason == "call_budget":
+            failure = _Failure("call_budget", "the LLM call budget was spent", [])
+        return failure
+
+    def _read_answer(self, completion: Completion) -> tuple[DraftPlan, ValidPlan]:
+        self.log.debug("llm_answer", content=completion.content, finish=completion.finish_reason)
+        data, parse_repairs = extract_json(completion.content, truncated=completion.truncated)
+        draft = normalise_plan(data, self.resolver)
+        draft.repairs[:0] = parse_repairs
+        return draft, validate_plan(draft, self.rules)
+
+    def record(self, response: PlanResponse, request: PlanRequest) -> None:
+        """Metrics and the one log line of an answered plan (the cache calls it too)."""
+        meta = response.metadata
+        self.metrics.child(self.metrics.plans, meta.source).inc()
+        self.metrics.plan_steps.observe(len(response.plan))
+        for entry in meta.repairs:
+            self.metrics.child(self.metrics.repairs, repair_code(entry)).inc()
+        fields: dict[str, Any] = {
+            "request_id": response.request_id,
+            "plan_id": response.plan_id,
+            "goal": request.goal[:_LOG_GOAL_CHARS],
+            "source": meta.source,
+            "model": meta.model,
+            "attempts": meta.attempts,
+            "steps": len(response.plan),
+            "repairs": len(meta.repairs),
+            "duration_ms": meta.latency_ms,
+        }
+        self.log.info("plan_created", **fields)

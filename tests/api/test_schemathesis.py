@@ -1,0 +1,52 @@
+"""Schemathesis drives the service from its own OpenAPI document (the LLM off, so the
+rule-based planner answers), with valid and invalid requests: no server errors, responses
+that match the schema, and only documented status codes."""
+
+from __future__ import annotations
+
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
+
+from conftest import make_settings
+from planner_arm.api.app import create_app
+
+EXAMPLES_PER_OPERATION = 60
+
+
+def test_every_operation_keeps_its_own_contract() -> None:
+    app = create_app(make_settings(llm=False))
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    checked = []
+    statuses: dict[str, set[int]] = {}
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        strategy = operation.as_strategy(GenerationMode.POSITIVE) | operation.as_strategy(
+            GenerationMode.NEGATIVE
+        )
+
+        @given(case=strategy)
+        @settings(
+            max_examples=EXAMPLES_PER_OPERATION,
+            deadline=None,
+            derandomize=True,  # the same cases every run: CI does not depend on luck
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        )
+        def conforms(case: schemathesis.Case) -> None:
+            response = case.call()
+            case.validate_response(response)
+            statuses.setdefault(case.operation.label, set()).add(response.status_code)
+
+        conforms()
+        checked.append(operation.label)
+    # Real plans were made (the lifespan ran) and bad bodies were refused.
+    assert {200, 422} <= statuses["POST /plan"], statuses
+    assert statuses["GET /ready"] == {200}
+    assert sorted(checked) == [
+        "GET /capabilities",
+        "GET /health",
+        "GET /metrics",
+        "GET /ready",
+        "POST /plan",
+    ]

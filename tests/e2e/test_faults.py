@@ -1,0 +1,310 @@
+"""Fault injection over real HTTP: the real service process in front of a scripted stub LLM.
+
+Each scenario starts the service (uvicorn, the openai SDK, real sockets) with its own settings
+against a fresh `StubLLM`, scripts what the model does, and checks what a caller sees: a 200
+with a valid plan, where it came from, how many calls the model got and how long it took. The
+service does all the waiting (timeouts, backoff, Retry-After, cooldown); the tests never sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from test_server_process import free_port, start_service
+
+from invariants import assert_valid_plan
+from stub_llm import Drip, Drop, Hang, Reply, Slow, Status, StubLLM
+
+TIMEOUT = 1.5  # TIMEOUT_SECONDS, the request deadline, for every scenario but the last two
+MODEL = "gpt-3.5-turbo"
+GOAL = "Fix authentication bug and add tests"
+
+Serve = Callable[..., str]
+
+
+@pytest.fixture
+def stub() -> Iterator[StubLLM]:
+    with StubLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def serve(stub: StubLLM) -> Iterator[Serve]:
+    """Starts the service against `stub` with extra environment and stops it after the test.
+
+    Unless `warm=False`, the service first makes one plan with the stub's default reply and
+    the stub is reset after it: script the stub after `serve()`.
+    """
+    processes = []
+
+    def start(*, warm: bool = True, **env: str) -> str:
+        port = free_port()
+        settings = {
+            "OPENAI_BASE_URL": stub.base_url,
+            "OPENAI_API_KEY": "sk-test",
+            "LOG_FORMAT": "json",
+            "TIMEOUT_SECONDS": str(TIMEOUT),
+            "PLANNER_RETRY__BACKOFF_BASE_SECONDS": "0.05",
+            "PLANNER_RETRY__BACKOFF_MAX_SECONDS": "0.1",
+            "DRAIN_SECONDS": "0",
+            **env,
+        }
+        process, _lines, _reader = start_service(port, settings)
+        processes.append(process)
+        url = f"http://127.0.0.1:{port}"
+        if warm:
+            warm_up(url)
+        return url
+
+    def warm_up(url: str) -> None:
+        # One good plan first, so that a scenario's timings measure its fault and not the
+        # first request's one-off costs (test_the_first_plan_after_start_up_is_quick
+        # measures those); then the stub forgets it.
+        with httpx.Client(base_url=url, timeout=10) as client:
+            body, _ = plan(client, "Warm up the service before the scenario")
+        assert body["metadata"]["source"] == "llm"
+        stub.reset()
+
+    try:
+        yield start
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def plan(
+    client: httpx.Client,
+    goal: str = GOAL,
+    *,
+    headers: dict[str, str] | None = None,
+    **fields: Any,
+) -> tuple[dict[str, Any], float]:
+    """POST /plan; asserts a 200 with a valid plan and returns the body and the seconds taken."""
+    started = time.monotonic()
+    response = client.post("/plan", json={"goal": goal, **fields}, headers=headers)
+    elapsed = time.monotonic() - started
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    assert_valid_plan(body)
+    return body, elapsed
+
+
+def test_the_first_plan_after_start_up_is_quick(stub: StubLLM, serve: Serve) -> None:
+    with httpx.Client(base_url=serve(warm=False), timeout=10) as client:
+        body, elapsed = plan(client)
+    assert body["metadata"]["source"] == "llm"
+    assert stub.calls == 1
+    # A warm request to a zero-delay stub takes about 10 ms; the first one must not pay for
+    # imports or set-up that start-up could have done (it would also block the event loop).
+    assert elapsed < 0.25
+
+
+def test_rate_limit_waits_as_retry_after_ms_says(stub: StubLLM, serve: Serve) -> None:
+    url = serve()
+    stub.script(Status(429, "Rate limit reached", headers={"retry-after-ms": "200"}))
+    with httpx.Client(base_url=url, timeout=10) as client:
+        body, elapsed = plan(client)
+    assert body["metadata"]["source"] == "llm"
+    assert stub.calls == 2
+    assert body["metadata"]["attempts"] == 2
+    assert 0.2 <= elapsed < TIMEOUT
+
+
+def test_server_errors_are_retried_until_an_answer(stub: StubLLM, serve: Serve) -> None:
+    url = serve()
+    stub.script(Status(500), Status(502))
+    with httpx.Client(base_url=url, timeout=10) as client:
+        body, elapsed = plan(client)
+    assert body["metadata"]["source"] == "llm"
+    assert stub.calls == 3
+    assert elapsed < TIMEOUT
+
+
+def test_a_server_that_keeps_failing_costs_the_call_budget_not_the_deadline(
+    stub: StubLLM, serve: Serve
+) -> None:
+    url = serve()
+    stub.default = Status(503, "The server is overloaded")
+    with httpx.Client(base_url=url, timeout=10) as client:
+        body, elapsed = plan(client)
+    assert body["metadata"]["source"] == "fallback"
+    assert stub.calls == 3  # the default call budget
+    assert body["metadata"]["attempts"] == 3
+    assert elapsed < TIMEOUT / 2
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [Hang(), Drip(interval=0.2), Slow(TIMEOUT + 3)],
+    ids=["hang", "drip", "slow"],
+)
+def test_a_model_that_does_not_answer_in_time_costs_at_most_the_deadline(
+    stub: StubLLM, serve: Serve, fault: Hang | Drip | Slow
+) -> None:
+    url = serve()
+    stub.default = fault
+    with httpx.Client(base_url=url, timeout=10) as client:
+        body, elapsed = plan(client)
+    assert body["metadata"]["source"] == "fallback"
+    assert stub.calls == 1  # the one call used up the deadline
+    assert TIMEOUT - 0.5 <= elapsed < TIMEOUT + 0.5
+
+
+def test_a_dropped_connection_is_retried(stub: StubLLM, serve: Serve) -> None:
+    url = serve()
+    stub.script(Drop())
+    with httpx.Client(base_url=url, timeout=10) as client:
+        body, elapsed = plan(client)
+    assert body["metadata"]["source"] == "llm"
+    assert stub.calls == 2
+    assert elapsed < TIMEOUT
+
+
+def test_a_bad_key_is_not_retried(stub: StubLLM, serve: Serve) -> None:
+    url = serve()
+    stub.default = Status(401, "Incorrect API key provided: sk-test")
+    with httpx.Client(base_url=url, timeout=10) as client:
+        body, elapsed = plan(client)
+    assert body["metadata"]["source"] == "fallback"
+    assert stub.calls == 1
+    assert elapsed < 0.5
+
+
+def test_a_prompt_over_the_context_length_is_not_retried(stub: StubLLM, serve: Serve) -> None:
+    url = serve()
+    stub.default = Status(
+        400,
+        "This model's maximum context length is 4097 tokens. However, your messages "
+        "resulted in 5120 tokens. Please reduce the length of the messages.",
+        error_type="invalid_request_error",
+    )
+    with httpx.Client(base_url=url, timeout=10) as client:
+        body, elapsed = plan(client)
+    assert body["metadata"]["source"] == "fallback"
+    assert stub.calls == 1
+    assert elapsed < 0.5
+
+
+def test_a_refused_response_format_is_dropped_and_remembered(stub: StubLLM, serve: Serve) -> None:
+    url = serve()
+    stub.script(Status(400, "response_format is not supported by this model"))
+    with httpx.Client(base_url=url, timeout=10) as client:
+        first, elapsed = plan(client)
+        second, _ = plan(client, "Add rate limiting to the public API")
+    assert first["metadata"]["source"] == "llm"
+    assert elapsed < TIMEOUT
+    assert "response_format" in stub.requests[0]
+    assert "response_format" not in stub.requests[1]
+    assert second["metadata"]["source"] == "llm"
+    assert stub.calls == 3  # the second request's first call succeeded without it
+    assert "response_format" not in stub.requests[2]
+
+
+def test_the_circuit_opens_after_repeated_failures_and_closes_after_the_cooldown(
+    stub: StubLLM, serve: Serve
+) -> None:
+    cooldown = 1.0
+    url = serve(
+        PLANNER_CIRCUIT__CONSECUTIVE_FAILURES="2",
+        PLANNER_CIRCUIT__COOLDOWN_SECONDS=str(cooldown),
+        PLANNER_RETRY__MAX_LLM_CALLS="1",
+    )
+    stub.default = Status(503, "The server is overloaded")
+    fresh: dict[str, Any] = {"options": {"use_cache": False}}
+    with httpx.Client(base_url=url, timeout=10) as client:
+        first, _ = plan(client, "Deploy the billing service to staging", **fresh)
+        assert first["metadata"]["source"] == "fallback"
+        assert stub.calls == 1
+        opening = time.monotonic()  # the circuit opens during the next request
+        second, _ = plan(client, "Write the release notes for version 2", **fresh)
+        assert second["metadata"]["source"] == "fallback"
+        assert stub.calls == 2
+
+        third, elapsed = plan(client, "Review the privacy policy", **fresh)
+        assert third["metadata"]["source"] == "fallback"
+        assert stub.calls == 2  # the open circuit skips the model
+        assert elapsed < 0.5
+        health = client.get("/health").json()
+        assert health["llm"] == "degraded"
+        assert health["circuits"] == {MODEL: "open"}
+
+        # Real round trips, no sleep: the fallback answers each at once until the cooldown
+        # has passed and the half-open probe reaches the model, healthy again by then.
+        stub.default = Reply()
+        for attempt in range(2000):
+            body, _ = plan(client, f"Summarise the incident report number {attempt}", **fresh)
+            if body["metadata"]["source"] == "llm":
+                break
+            assert stub.calls == 2, "the model was called while the circuit was open"
+            assert time.monotonic() - opening < cooldown + 5, "the circuit never closed"
+        else:
+            pytest.fail("the circuit did not close within 2000 requests")
+        assert time.monotonic() - opening >= cooldown
+        assert stub.calls == 3  # one probe, which succeeded
+        health = client.get("/health").json()
+    assert health["llm"] == "configured"
+    assert health["circuits"] == {MODEL: "closed"}
+
+
+async def test_identical_concurrent_requests_share_one_call_then_the_cache(
+    stub: StubLLM, serve: Serve
+) -> None:
+    url = serve(TIMEOUT_SECONDS="5")
+    stub.default = Reply(delay=0.5)
+    request: dict[str, Any] = {
+        "goal": GOAL,
+        "constraints": ["Do not modify the database schema"],
+        "context": {"affected_files": ["auth/login.py"]},
+    }
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        started = time.monotonic()
+        responses = await asyncio.gather(
+            *(
+                client.post("/plan", json=request, headers={"X-Request-ID": f"same-{n}"})
+                for n in range(10)
+            )
+        )
+        elapsed = time.monotonic() - started
+    bodies = []
+    for n, response in enumerate(responses):
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert_valid_plan(body)
+        assert body["request_id"] == f"same-{n}"
+        bodies.append(body)
+    assert stub.calls == 1
+    assert 0.5 <= elapsed < 5
+    leaders = [body for body in bodies if body["metadata"]["source"] == "llm"]
+    followers = [body for body in bodies if body["metadata"]["source"] == "cache"]
+    assert len(leaders) == 1, [body["metadata"]["source"] for body in bodies]
+    assert len(followers) == 9
+    leader_plan_id = leaders[0]["plan_id"]
+    assert all(body["metadata"]["cached_plan_id"] == leader_plan_id for body in followers)
+
+    with httpx.Client(base_url=url, timeout=10) as sync_client:
+        eleventh, elapsed = plan(sync_client, headers={"X-Request-ID": "repeat-11"}, **request)
+        assert eleventh["metadata"]["source"] == "cache"
+        assert eleventh["metadata"]["cached_plan_id"] == leader_plan_id
+        assert eleventh["request_id"] == "repeat-11"
+        assert stub.calls == 1
+        assert elapsed < 0.5  # no model call to wait for
+
+        twelfth, _ = plan(sync_client, **request, options={"use_cache": False})
+        assert twelfth["metadata"]["source"] == "llm"
+        assert stub.calls == 2
+
+        no_cache, _ = plan(sync_client, headers={"Cache-Control": "no-cache"}, **request)
+        assert no_cache["metadata"]["source"] == "llm"
+        assert stub.calls == 3

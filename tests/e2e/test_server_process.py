@@ -1,0 +1,178 @@
+"""The real service process under uvicorn, on a free loopback port, spoken to over HTTP.
+
+The model is the stub OpenAI-compatible server of tests/stub_llm.py, on loopback too, so the
+real openai client, the real sockets and the real uvicorn all run.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from conftest import make_settings
+from invariants import assert_valid_plan
+from stub_llm import Held, StubLLM
+
+STARTUP_SECONDS = 30
+
+
+@pytest.fixture
+def stub() -> Iterator[StubLLM]:
+    with StubLLM() as model:
+        yield model
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_service(
+    port: int, env: dict[str, str]
+) -> tuple[subprocess.Popen[str], queue.Queue[str], threading.Thread]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "planner_arm", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env={**os.environ, **env},
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    assert process.stderr is not None
+    stream = process.stderr
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True)
+    reader.start()
+    seen = []
+    while True:
+        try:
+            line = lines.get(timeout=STARTUP_SECONDS)
+        except queue.Empty:
+            process.kill()
+            raise AssertionError(f"service did not start; it said: {seen}") from None
+        seen.append(line)
+        if "Application startup complete" in line:
+            return process, lines, reader
+
+
+@pytest.fixture
+def service(stub: StubLLM) -> Iterator[str]:
+    port = free_port()
+    process, lines, reader = start_service(
+        port, {"OPENAI_BASE_URL": stub.base_url, "LOG_FORMAT": "json"}
+    )
+    yield f"http://127.0.0.1:{port}"
+    process.terminate()
+    # uvicorn shuts down cleanly on SIGTERM, then re-raises the signal: -15 is the clean exit.
+    assert process.wait(timeout=15) in (0, -15)
+    reader.join(timeout=5)
+    said = []
+    while not lines.empty():
+        said.append(lines.get_nowait())
+    assert any("service_stopped" in line for line in said), said
+
+
+def test_real_server_plans_over_http(service: str, stub: StubLLM) -> None:
+    with httpx.Client(base_url=service, timeout=10) as client:
+        ready = client.get("/ready")
+        response = client.post(
+            "/plan",
+            json={"goal": "Fix authentication bug and add tests"},
+            headers={"X-Request-ID": "e2e-1"},
+        )
+        bad = client.post("/plan", json={"goal": " "})
+        metrics = client.get("/metrics").text
+    assert ready.status_code == 200
+    assert response.status_code == 200
+    body = response.json()
+    assert_valid_plan(body)
+    assert body["metadata"]["source"] == "llm"
+    assert response.headers["x-request-id"] == "e2e-1"
+    assert stub.calls == 1
+    assert bad.status_code == 422
+    assert bad.json()["error"] == "invalid_request"
+    assert 'planner_plans_total{source="llm"} 1.0' in metrics
+
+
+def wait_for_line(lines: queue.Queue[str], text: str, seen: list[str]) -> None:
+    """Reads the service's log lines until one contains `text` (event-driven, no sleep)."""
+    while True:
+        try:
+            line = lines.get(timeout=10)
+        except queue.Empty:
+            raise AssertionError(f"never logged {text!r}; logged: {seen}") from None
+        seen.append(line)
+        if text in line:
+            return
+
+
+def test_sigterm_drains_requests_in_flight(stub: StubLLM) -> None:
+    port = free_port()
+    env = {"OPENAI_BASE_URL": stub.base_url, "LOG_FORMAT": "json", "DRAIN_SECONDS": "5"}
+    process, lines, reader = start_service(port, env)
+    release = threading.Event()
+    stub.script(Held(release))
+    try:
+        results: list[httpx.Response] = []
+        client = threading.Thread(
+            target=lambda: results.append(
+                httpx.post(f"http://127.0.0.1:{port}/plan", json={"goal": "Ship it"}, timeout=20)
+            )
+        )
+        client.start()
+        assert stub.arrived.wait(timeout=10)  # the request is now waiting on the model
+        said: list[str] = []
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        # uvicorn logs this once its listening socket is closed and it waits on our request.
+        wait_for_line(lines, "Waiting for connections to close", said)
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        release.set()
+        client.join(timeout=15)
+        assert process.wait(timeout=10) in (0, -15)
+        exited_after = time.monotonic() - signalled
+    finally:
+        release.set()
+        process.kill()
+    assert results, "the request in flight got no answer"
+    assert results[0].status_code == 200
+    assert results[0].json()["metadata"]["source"] == "llm"
+    assert exited_after < 5
+    reader.join(timeout=5)
+    while not lines.empty():
+        said.append(lines.get_nowait())
+    assert any("service_stopped" in line for line in said)
+
+
+async def test_exit_signal_turns_ready_off_at_once() -> None:
+    import uvicorn
+
+    from planner_arm.api.app import create_app
+    from planner_arm.api.server import build_server
+
+    settings = make_settings(llm=False)
+    app = create_app(settings)
+    server = build_server(app, settings, "127.0.0.1", 0)
+    assert isinstance(server.config, uvicorn.Config)
+    assert server.config.timeout_graceful_shutdown == 14  # drain 15 s, half a second kept
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:
+            assert (await client.get("/ready")).status_code == 200
+            server.handle_exit(signal.SIGTERM, None)
+            assert (await client.get("/ready")).status_code == 503
+            # Requests already admitted still get their plan while draining.
+            assert (await client.post("/plan", json={"goal": "g"})).status_code == 200
+    assert server.should_exit

@@ -1,0 +1,223 @@
+"""The LLM client against the real openai SDK, with the HTTP endpoint mocked by respx."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+import respx
+
+from conftest import TEST_KEY, answer, completion_body, make_settings
+from planner_arm.errors import (
+    LLMError,
+    LLMRateLimited,
+    LLMRejected,
+    LLMTransientError,
+    LLMUnsupportedFormat,
+)
+from planner_arm.llm.client import LLMClient, redact
+
+MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+
+
+@pytest.fixture
+async def client() -> LLMClient:
+    llm = LLMClient(make_settings(), httpx.AsyncClient())
+    yield llm
+    await llm.aclose()
+
+
+def sent_json(route: respx.Route, index: int = -1) -> dict[str, object]:
+    return json.loads(route.calls[index].request.content)
+
+
+async def test_completion_carries_content_usage_and_finish_reason(
+    client: LLMClient, chat_route: respx.Route
+) -> None:
+    chat_route.return_value = answer(
+        "{}", finish_reason="length", prompt_tokens=11, completion_tokens=7
+    )
+    result = await client.complete("gpt-3.5-turbo", MESSAGES, timeout=5)
+    assert result.content == "{}"
+    assert result.truncated
+    assert (result.prompt_tokens, result.completion_tokens) == (11, 7)
+    request = chat_route.calls.last.request
+    assert request.headers["authorization"] == f"Bearer {TEST_KEY}"
+    body = sent_json(chat_route)
+    assert body["response_format"] == {"type": "json_object"}
+    assert body["model"] == "gpt-3.5-turbo"
+    assert body["temperature"] == 0.3
+    assert body["max_tokens"] == 2000
+
+
+async def test_sdk_does_not_retry_on_its_own(client: LLMClient, chat_route: respx.Route) -> None:
+    chat_route.return_value = httpx.Response(500, json={"error": {"message": "boom"}})
+    with pytest.raises(LLMTransientError):
+        await client.complete("gpt-3.5-turbo", MESSAGES, timeout=5)
+    assert chat_route.call_count == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "error_type", "code"),
+    [
+        (401, "Incorrect API key provided", LLMRejected, "auth_failed"),
+        (403, "Forbidden", LLMRejected, "forbidden"),
+        (404, "The model `nope` does not exist", LLMRejected, "model_not_found"),
+        (
+            400,
+            "This model's maximum context length is 4097 tokens",
+            LLMRejected,
+            "context_length_exceeded",
+        ),
+        (400, "something else", LLMRejected, "bad_request"),
+        (500, "oops", LLMTransientError, "server_error"),
+        (502, "bad gateway", LLMTransientError, "server_error"),
+        (503, "overloaded", LLMTransientError, "server_error"),
+        (429, "slow down", LLMRateLimited, "llm_rate_limited"),
+    ],
+)
+async def test_status_errors_map_to_our_classes(
+    client: LLMClient,
+    chat_route: respx.Route,
+    status: int,
+    message: str,
+    error_type: type[LLMError],
+    code: str,
+) -> None:
+    chat_route.return_value = httpx.Response(status, json={"error": {"message": message}})
+    with pytest.raises(error_type) as caught:
+        await client.complete("gpt-3.5-turbo", MESSAGES, timeout=5)
+    assert caught.value.code == code
+    assert caught.value.status == status
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after": "3"}, 3.0),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({}, None),
+    ],
+)
+async def test_retry_after_headers(
+    client: LLMClient, chat_route: respx.Route, headers: dict[str, str], expected: float | None
+) -> None:
+    chat_route.return_value = httpx.Response(429, headers=headers, json={"error": {}})
+    with pytest.raises(LLMRateLimited) as caught:
+        await client.complete("gpt-3.5-turbo", MESSAGES, timeout=5)
+    assert caught.value.retry_after == expected
+
+
+async def test_connection_error_is_transient(client: LLMClient, chat_route: respx.Route) -> None:
+    chat_route.side_effect = httpx.ConnectError("refused")
+    with pytest.raises(LLMTransientError) as caught:
+        await client.complete("gpt-3.5-turbo", MESSAGES, timeout=5)
+    assert caught.value.code == "connection"
+
+
+async def test_a_hanging_server_is_cut_off_at_the_timeout(
+    client: LLMClient, chat_route: respx.Route
+) -> None:
+    async def hang(request: httpx.Request) -> httpx.Response:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    chat_route.side_effect = hang
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(LLMTransientError) as caught:
+        await client.complete("gpt-3.5-turbo", MESSAGES, timeout=0.2)
+    assert caught.value.code == "timeout"
+    assert loop.time() - started < 1.0
+
+
+async def test_unsupported_response_format_is_remembered(
+    client: LLMClient, chat_route: respx.Route
+) -> None:
+    chat_route.side_effect = [
+        httpx.Response(400, json={"error": {"message": "response_format is not supported"}}),
+        answer("{}"),
+        answer("{}"),
+    ]
+    with pytest.raises(LLMUnsupportedFormat):
+        await client.complete("small-model", MESSAGES, timeout=5)
+    await client.complete("small-model", MESSAGES, timeout=5)
+    await client.complete("small-model", MESSAGES, timeout=5)
+    assert "response_format" in sent_json(chat_route, 0)
+    assert "response_format" not in sent_json(chat_route, 1)
+    assert "response_format" not in sent_json(chat_route, 2)
+
+
+async def test_json_schema_format_sends_the_plan_schema(chat_route: respx.Route) -> None:
+    llm = LLMClient(make_settings(model={"response_format": "json_schema"}), httpx.AsyncClient())
+    chat_route.return_value = answer("{}")
+    await llm.complete("gpt-4o-mini", MESSAGES, timeout=5)
+    await llm.aclose()
+    fmt = sent_json(chat_route)["response_format"]
+    assert fmt["type"] == "json_schema"
+    arms = fmt["json_schema"]["schema"]["properties"]["plan"]["items"]["properties"]
+    assert "judge" in arms["required_arm"]["enum"]
+
+
+async def test_no_format_when_configured_off(chat_route: respx.Route) -> None:
+    llm = LLMClient(make_settings(model={"response_format": "none"}), httpx.AsyncClient())
+    chat_route.return_value = answer("{}")
+    await llm.complete("m", MESSAGES, timeout=5)
+    await llm.aclose()
+    assert "response_format" not in sent_json(chat_route)
+
+
+async def test_missing_usage_is_reported(client: LLMClient, chat_route: respx.Route) -> None:
+    body = completion_body("{}")
+    del body["usage"]
+    chat_route.return_value = httpx.Response(200, json=body)
+    result = await client.complete("m", MESSAGES, timeout=5)
+    assert not result.usage_reported
+    assert result.prompt_tokens == 0
+
+
+async def test_provider_error_text_never_carries_the_key(
+    client: LLMClient, chat_route: respx.Route
+) -> None:
+    message = f"Incorrect API key provided: {TEST_KEY[:3]}...{TEST_KEY[-8:]} or {TEST_KEY}"
+    chat_route.return_value = httpx.Response(401, json={"error": {"message": message}})
+    with pytest.raises(LLMRejected) as caught:
+        await client.complete("m", MESSAGES, timeout=5)
+    assert TEST_KEY not in str(caught.value)
+    assert TEST_KEY[-8:] not in str(caught.value)
+
+
+def test_redact_removes_key_shaped_text() -> None:
+    assert "sk-proj-abcdef123456" not in redact("bad key sk-proj-abcdef123456 given", None)
+
+
+def test_pool_is_sized_from_config() -> None:
+    from planner_arm.llm.client import build_http_client
+
+    settings = make_settings(
+        connection={
+            "max_connections": 7,
+            "max_keepalive_connections": 3,
+            "keepalive_expiry_seconds": 12,
+            "connect_timeout_seconds": 2,
+        },
+    )
+    client = build_http_client(settings)
+    pool = client._transport._pool  # the httpcore pool behind the client
+    assert pool._max_connections == 7
+    assert pool._max_keepalive_connections == 3
+    assert pool._keepalive_expiry == 12
+    assert client.timeout.connect == 2
+
+
+async def test_one_pooled_connection_serves_many_calls(chat_route: respx.Route) -> None:
+    http = httpx.AsyncClient()
+    llm = LLMClient(make_settings(), http)
+    chat_route.return_value = answer("{}")
+    for _ in range(3):
+        await llm.complete("m", MESSAGES, timeout=5)
+    assert llm._client._client is http  # the SDK uses our client, not one of its own
+    await llm.aclose()

@@ -1,0 +1,169 @@
+"""PlannerArm's loop on its own: the call budget, the model chain, repairs per model."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+import httpx
+import respx
+
+from conftest import FakeClock, answer, good_plan, make_settings
+from planner_arm.llm.client import LLMClient
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.plan.schemas import PlanRequest
+from planner_arm.planning.planner import PlannerArm
+
+REQUEST = PlanRequest(goal="Fix authentication bug and add tests")
+
+
+def build(settings_overrides: dict[str, object], clock: FakeClock) -> PlannerArm:
+    settings = make_settings(**settings_overrides)
+    return PlannerArm(
+        settings,
+        LLMClient(settings, httpx.AsyncClient()),
+        PlannerMetrics("test", "test"),
+        clock.as_clock(),
+        random.Random(3),
+    )
+
+
+def models_called(route: respx.Route) -> list[str]:
+    return [json.loads(call.request.content)["model"] for call in route.calls]
+
+
+async def test_garbage_everywhere_costs_at_most_three_calls(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.return_value = answer("no plan here, sorry")
+    planner = build({"model": {"name": "a", "fallback_models": ["b", "c", "d"]}}, fake_clock)
+    response = await planner.plan(REQUEST, "r1")
+    assert response.metadata.source == "fallback"
+    assert response.metadata.attempts == 3
+    # One repair prompt for the first model, then the next model.
+    assert models_called(chat_route) == ["a", "a", "b"]
+
+
+async def test_one_repair_per_model_then_fallback(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.return_value = answer('{"plan": []}')
+    planner = build({}, fake_clock)
+    response = await planner.plan(REQUEST, "r2")
+    assert response.metadata.source == "fallback"
+    assert models_called(chat_route) == ["gpt-3.5-turbo", "gpt-3.5-turbo"]
+    assert any("invalid_plan" in w for w in response.metadata.warnings)
+
+
+async def test_configured_call_budget_is_respected(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.return_value = httpx.Response(500, json={})
+    planner = build({"retry": {"max_llm_calls": 5}}, fake_clock)
+    response = await planner.plan(REQUEST, "r3")
+    assert response.metadata.attempts == 5
+    assert len(fake_clock.sleeps) == 4
+
+
+async def test_costs_add_up_across_calls(chat_route: respx.Route, fake_clock: FakeClock) -> None:
+    chat_route.side_effect = [answer("nothing useful"), answer(good_plan())]
+    planner = build({"model": {"name": "gpt-4o-mini"}}, fake_clock)
+    response = await planner.plan(REQUEST, "r4")
+    assert response.metadata.source == "llm"
+    assert response.estimated_cost.prompt_tokens == 1800
+    assert response.estimated_cost.completion_tokens == 600
+    # 1800 * 0.15 / 1e6 + 600 * 0.60 / 1e6
+    assert abs(response.estimated_cost.llm_usd - 0.00063) < 1e-9
+
+
+async def test_unpriced_model_is_a_warning_not_an_error(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.return_value = answer(good_plan())
+    planner = build({"model": {"name": "local-qwen"}}, fake_clock)
+    response = await planner.plan(REQUEST, "r5")
+    assert response.estimated_cost.llm_usd == 0.0
+    assert "no_price_for_model: local-qwen" in response.metadata.warnings
+
+
+async def test_model_supplied_fields_are_kept(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.return_value = answer(good_plan())
+    response = await build({}, fake_clock).plan(REQUEST, "r6")
+    assert response.rationale == good_plan()["rationale"]
+    assert response.complexity_score == 0.5
+    assert response.confidence == 0.9
+    assert response.metadata.repairs == []
+
+
+async def test_open_circuit_skips_the_model_without_a_call(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.return_value = httpx.Response(503, json={})
+    planner = build(
+        {"circuit": {"consecutive_failures": 2}, "retry": {"max_llm_calls": 1}}, fake_clock
+    )
+    for _ in range(2):
+        assert (await planner.plan(REQUEST, "r")).metadata.source == "fallback"
+    assert chat_route.call_count == 2
+    skipped = await planner.plan(REQUEST, "r")
+    assert skipped.metadata.source == "fallback"
+    assert skipped.metadata.attempts == 0
+    assert chat_route.call_count == 2
+    assert any("circuit_open" in w for w in skipped.metadata.warnings)
+    # After the cooldown one probe goes through, and its success closes the circuit.
+    fake_clock.time += 30
+    chat_route.return_value = answer(good_plan())
+    assert (await planner.plan(REQUEST, "r")).metadata.source == "llm"
+    assert planner.llm is not None
+    assert planner.llm.breakers.states() == {"gpt-3.5-turbo": "closed"}
+
+
+async def test_open_circuit_moves_to_the_next_model(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.side_effect = lambda request: (
+        httpx.Response(503, json={})
+        if json.loads(request.content)["model"] == "a"
+        else answer(good_plan())
+    )
+    planner = build(
+        {
+            "model": {"name": "a", "fallback_models": ["b"]},
+            "circuit": {"consecutive_failures": 1},
+            "retry": {"max_llm_calls": 2},
+        },
+        fake_clock,
+    )
+    first = await planner.plan(REQUEST, "r")
+    assert first.metadata.model == "b"
+    assert models_called(chat_route) == ["a", "b"]
+    second = await planner.plan(REQUEST, "r")
+    assert second.metadata.model == "b"
+    assert models_called(chat_route) == ["a", "b", "b"]  # "a" skipped while open
+
+
+async def test_full_call_slots_give_the_fallback_not_a_queue(chat_route: respx.Route) -> None:
+    release = asyncio.Event()
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        await release.wait()
+        return answer(good_plan())
+
+    chat_route.side_effect = held
+    settings = make_settings(connection={"max_in_flight": 1, "queue_timeout_seconds": 0.05})
+    planner = PlannerArm(
+        settings, LLMClient(settings, httpx.AsyncClient()), PlannerMetrics("t", "t")
+    )
+    holder = asyncio.create_task(planner.plan(REQUEST, "holder"))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    waiting = await planner.plan(REQUEST, "waiter")
+    assert waiting.metadata.source == "fallback"
+    assert waiting.metadata.attempts == 0
+    assert any("saturated" in w for w in waiting.metadata.warnings)
+    release.set()
+    assert (await holder).metadata.source == "llm"
+    assert chat_route.call_count == 1
