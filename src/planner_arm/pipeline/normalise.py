@@ -7,13 +7,13 @@ entry per code with the distinct details of every occurrence (`cost_word: medium
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
 from planner_arm.errors import PlanParseError
-from planner_arm.pipeline import parsing
-from planner_arm.pipeline.well_formed import as_asked, usable_criterion
+from planner_arm.pipeline import parsing, value_text
+from planner_arm.pipeline.field_values import FieldValues
+from planner_arm.pipeline.well_formed import as_asked
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
 
@@ -21,7 +21,6 @@ from planner_arm.plan.draft import DraftPlan, DraftStep, repair
 Found = dict[str, list[tuple[int, str, Any]]]
 Table = dict[str, tuple[str, int]]  # a name a model may use -> (field, rank)
 
-_MAX_DETAILS = 5
 _MAX_DEPTH = 6
 
 
@@ -66,21 +65,16 @@ def normalise_plan(data: Any, arms: ArmResolver) -> DraftPlan:
     return as_asked(data, arms) or _Normaliser(arms).plan(data)
 
 
-class _Normaliser:
+class _Normaliser(FieldValues):
     """One answer's normalisation: the repairs so far and how dependencies name steps."""
 
     def __init__(self, arms: ArmResolver) -> None:
+        super().__init__()
         self.arms = arms
-        self.repairs: dict[str, list[str]] = {}  # code -> distinct details, first seen first
         self.ignored: dict[str, None] = {}
         self.names: dict[str, int] | None = None  # a step's id or action -> its number
         self.rows: list[tuple[Found, int | None]] = []
         self.renumber: dict[int, int] = {}  # a given number -> its position, when renumbered
-
-    def add(self, code: str, detail: str | None = None) -> None:
-        details = self.repairs.setdefault(code, [])
-        if detail and (detail := detail.strip()[:80]) not in details:  # bounded: model text
-            details.append(detail)
 
     def plan(self, data: Any) -> DraftPlan:
         containers, entries = self.find_steps(data)
@@ -101,13 +95,6 @@ class _Normaliser:
             repairs=self.entries(),
             warnings=[repair("ignored_step_fields", warnings)] if warnings else [],
         )
-
-    def entries(self) -> list[str]:
-        entries = []
-        for code, details in self.repairs.items():
-            more = f" (+{len(details) - _MAX_DETAILS} more)" if len(details) > _MAX_DETAILS else ""
-            entries.append(repair(code, ", ".join(details[:_MAX_DETAILS]) + more))
-        return entries
 
     def find_steps(self, data: Any) -> tuple[list[dict[str, Any]], list[tuple[Any, Any]]]:
         """The dicts around the steps (innermost first) and (number from a key, step) pairs."""
@@ -202,7 +189,7 @@ class _Normaliser:
         if isinstance(value, float) and value.is_integer():
             return int(value), None
         if isinstance(value, str) and value.strip():
-            if (number := parsing.parse_step_reference(value)) is None:
+            if (number := value_text.parse_step_reference(value)) is None:
                 return None, value.strip()
             self.add("number_from_string", f"{value!r} -> {number}")
             return number, None
@@ -242,31 +229,11 @@ class _Normaliser:
                 continue
             if key != "action":
                 self.add("field_synonym", f"{key} -> action")
-            if (readable := parsing.readable_identifier(text)) is None:
+            if (readable := value_text.readable_identifier(text)) is None:
                 return text
             self.add("action_from_identifier", f"{text} -> {readable}")
             return readable
         return ""
-
-    def criteria(self, value: Any) -> list[str]:
-        if value is None:
-            return []
-        items = value if isinstance(value, list) else [value]
-        if isinstance(value, str):
-            self.add("criteria_from_string")
-            items = parsing.split_list_text(value)
-        elif isinstance(value, dict):
-            self.add("criteria_from_mapping")
-            texts = [text for text in value.values() if isinstance(text, str)]
-            items = texts or [str(key) for key, flag in value.items() if flag]
-        criteria = []
-        for item in items:
-            text = item.strip() if isinstance(item, str) else ""
-            if usable_criterion(text):
-                criteria.append(text)
-            else:
-                self.add("criteria_dropped", repr(text or item))
-        return criteria
 
     def dependencies(self, value: Any) -> list[int]:
         if value is None or value == []:
@@ -305,74 +272,15 @@ class _Normaliser:
                         self.names.setdefault(str(value).strip().lower(), step_number)
         if (named := self.names.get(item.strip().lower())) is not None:
             return named
-        number = parsing.parse_step_reference(item)
+        number = value_text.parse_step_reference(item)
         return None if number is None else self.renumber.get(number, number)
-
-    def number(self, value: Any, field: str, *, quiet: bool = False) -> float | None:
-        """A finite number from a number or a numeric string; None (unrecorded) otherwise."""
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value) if math.isfinite(value) else None
-        try:
-            number = float(value.strip()) if isinstance(value, str) else math.nan
-        except ValueError:
-            number = math.nan
-        if math.isfinite(number) and not quiet:
-            self.add("number_from_string", f"{field} {value!r} -> {number:g}")
-        return number if math.isfinite(number) else None
-
-    def whole(self, number: float, field: str) -> int:
-        whole = math.floor(number + 0.5)
-        if whole != number:
-            self.add("value_rounded", f"{field} {number:g} -> {whole}")
-        return whole
-
-    def cost_tier(self, value: Any) -> int | None:
-        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-            return value
-        if (number := self.number(value, "estimated_cost_tier")) is not None:
-            return self.whole(number, "estimated_cost_tier")
-        if isinstance(value, str) and (tier := parsing.parse_cost_word(value)) is not None:
-            self.add("cost_word", f"{value.strip().lower()} -> {tier}")
-            return tier
-        self.add("value_dropped", f"estimated_cost_tier {value!r}")
-        return None
-
-    def duration(self, value: Any) -> int | None:
-        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-            return value
-        number = self.number(value, "estimated_duration_seconds")
-        if number is None and isinstance(value, str):
-            number = parsing.parse_duration(value)
-            if number is not None:
-                self.add("duration_text", f"{value.strip()!r} -> {math.floor(number + 0.5)}")
-        if number is None:
-            self.add("value_dropped", f"estimated_duration_seconds {value!r}")
-            return None
-        return self.whole(number, "estimated_duration_seconds")
-
-    def score(self, value: Any, field: str) -> float | None:
-        """A 0-1 score. Above 1, confidence is read as a percentage; complexity as a 0-10
-        scale up to 10 and a percentage above. Anything else out of range is dropped."""
-        if value is None:
-            return None
-        percent = isinstance(value, str) and value.strip().endswith("%")
-        number = self.number(value.strip()[:-1] if percent else value, field, quiet=percent)
-        if number is not None and (percent or 1 < number <= 100):
-            scale = 10 if field == "complexity_score" and not percent and number <= 10 else 100
-            code = "confidence_percent" if field == "confidence" else "complexity_rescaled"
-            self.add(code, f"{value!r} -> {number / scale:g}")
-            number /= scale
-        if number is None or not 0 <= number <= 1:
-            self.add("value_dropped", f"{field} {value!r}")
-            return None
-        return number
 
 
 def _keyed_steps(value: dict[str, Any]) -> list[tuple[Any, Any]] | None:
     """`{"1": {...}, "step2": {...}}` as (number, step) pairs; None for any other dict."""
     pairs = []
     for key, item in value.items():  # stops at the first key that is not a step number
-        if (number := parsing.parse_step_reference(str(key))) is None:
+        if (number := value_text.parse_step_reference(str(key))) is None:
             return None
         pairs.append((number, item))
     return pairs if all(isinstance(item, dict | str) for _, item in pairs) else None
