@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, TypeGuard
 
 DEFAULT_ARMS = ("planner", "retriever", "coder", "executor", "judge", "guardian")
-SOURCES = ("llm", "fallback", "cache")
+SOURCES = ("llm", "fallback", "cache", "validated")
 
 
 def _is_int(value: object) -> TypeGuard[int]:
@@ -35,12 +35,17 @@ def assert_valid_plan(
     max_steps: int = 7,
     arm_ids: Collection[str] = DEFAULT_ARMS,
     require_validation_step: bool = True,
+    consecutive: bool = True,
 ) -> None:
-    """Fail with a message naming the first broken invariant of a plan response body."""
+    """Fail with a message naming the first broken invariant of a plan response body.
+
+    `consecutive=False` for a replan's answer: its numbers rise in list order but may skip,
+    and `max_steps` bounds only the steps not yet done (the caller checks those)."""
     plan = body.get("plan")
     assert isinstance(plan, list), f"plan is not a list: {plan!r}"
     n = len(plan)
-    assert min_steps <= n <= max_steps, f"plan has {n} steps; expected {min_steps}..{max_steps}"
+    most = max_steps if consecutive else max(n, max_steps)
+    assert min_steps <= n <= most, f"plan has {n} steps; expected {min_steps}..{max_steps}"
 
     durations: dict[int, int] = {}
     deps_of: dict[int, list[int]] = {}
@@ -48,8 +53,10 @@ def assert_valid_plan(
         assert isinstance(step, Mapping), f"plan[{index - 1}] is not an object: {step!r}"
         number = step.get("step")
         assert _is_int(number), f"step at {index} is numbered {number!r}"
-        assert number == index, f"step at {index} is numbered {number!r}"
-        where = f"step {index}"
+        previous = plan[index - 2]["step"] if index > 1 else 0
+        in_order = number == index if consecutive else number > previous
+        assert in_order, f"step at {index} is numbered {number!r}"
+        where = f"step {number}"
         assert _nonempty_str(step.get("action")), f"{where}: empty action {step.get('action')!r}"
         arm = step.get("required_arm")
         assert arm in arm_ids, f"{where}: required_arm {arm!r} not in {sorted(arm_ids)}"
@@ -60,7 +67,7 @@ def assert_valid_plan(
         assert isinstance(deps, list), f"{where}: depends_on {deps!r} is not a list"
         assert all(_is_int(dep) for dep in deps), f"{where}: depends_on {deps!r} holds a non-int"
         assert len(set(deps)) == len(deps), f"{where}: repeated dependency in {deps}"
-        forward = [dep for dep in deps if not 1 <= dep < index]
+        forward = [dep for dep in deps if dep not in durations]
         assert not forward, f"{where}: depends on a non-earlier step {forward}"
         cost = step.get("estimated_cost_tier")
         assert _is_int(cost), f"{where}: cost tier {cost!r} is not an int"
@@ -68,8 +75,8 @@ def assert_valid_plan(
         duration = step.get("estimated_duration_seconds")
         assert _is_int(duration), f"{where}: duration {duration!r} is not an int"
         assert duration >= 1, f"{where}: duration {duration!r} is not >= 1"
-        durations[index] = duration
-        deps_of[index] = deps
+        durations[number] = duration
+        deps_of[number] = deps
 
     if require_validation_step:
         last_arm = plan[-1].get("required_arm") if plan else None
@@ -108,6 +115,30 @@ def assert_valid_plan(
         assert _is_str_list(meta.get(name)), f"metadata.{name} {meta.get(name)!r}"
     for name in ("plan_id", "request_id"):
         assert _nonempty_str(body.get(name)), f"{name} {body.get(name)!r} is empty"
+    _assert_lineage(body)
+
+
+def _assert_lineage(body: Mapping[str, Any]) -> None:
+    """version, parent_plan_id, replan_count and diff agree: /plan answers are version 1."""
+    version, count, parent = (
+        body.get("version"),
+        body.get("replan_count"),
+        body.get("parent_plan_id"),
+    )
+    assert _is_int(version), f"version {version!r} is not an int"
+    assert version >= 1, f"version {version!r} is below 1"
+    assert _is_int(count), f"replan_count {count!r} is not an int"
+    assert count == version - 1, f"replan_count {count!r}, version {version}"
+    if count == 0:
+        assert parent is None, f"parent_plan_id {parent!r} on a first plan"
+        assert body.get("diff") is None, f"diff {body.get('diff')!r} on a first plan"
+    else:
+        assert _nonempty_str(parent), f"parent_plan_id {parent!r} on a replan"
+        diff = body.get("diff")
+        assert isinstance(diff, Mapping), f"diff {diff!r} on a replan"
+        numbers = {step["step"] for step in body["plan"]}
+        assert set(diff["kept"]) | set(diff["added"]) == numbers, f"diff {diff} vs {numbers}"
+        assert not set(diff["kept"]) & set(diff["added"]), f"diff {diff} keeps and adds a step"
 
 
 def _assert_stages(stages: object, deps_of: Mapping[int, list[int]]) -> None:

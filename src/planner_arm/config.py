@@ -63,6 +63,14 @@ class PlanningSettings(Section):
         return self
 
 
+class ReplanSettings(Section):
+    """POST /replan: how often one plan may be replanned, and how much of each step's output
+    and error the model is shown."""
+
+    max_replans: int = Field(3, ge=0, le=100)
+    max_output_chars: int = Field(500, ge=0, le=10_000)
+
+
 class RetrySettings(Section):
     max_llm_calls: int = Field(3, ge=1, le=10)
     repairs_per_model: int = Field(1, ge=0, le=5)
@@ -186,6 +194,7 @@ class Settings(BaseSettings):
 
     model: ModelSettings = Field(default_factory=ModelSettings)
     planning: PlanningSettings = Field(default_factory=PlanningSettings)
+    replan: ReplanSettings = Field(default_factory=ReplanSettings)
     retry: RetrySettings = Field(default_factory=RetrySettings)
     fallback: FallbackSettings = Field(default_factory=FallbackSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)

@@ -3,7 +3,10 @@
     PlannerError                      code, detail
     ├── RequestRejected               the caller's request cannot be served (4xx)
     │   ├── PayloadTooLarge           body over the configured limit (413)
-    │   └── Unauthorized              no valid API key for a planning endpoint (401)
+    │   ├── Unauthorized              no valid API key for a planning endpoint (401)
+    │   ├── ReplanRejected            a replan that names no step, a finished one, nothing (422)
+    │   ├── ReplanLimitReached        the plan's chain has used its replans (409)
+    │   └── BudgetExceeded            no plan fits the caller's budget (422)
     ├── PlanParseError                no plan-shaped JSON in the model's answer
     ├── PlanValidationError           a plan that breaks a rule local repair cannot mend
     ├── LLMError                      the model call itself failed
@@ -44,6 +47,44 @@ class PayloadTooLarge(RequestRejected):
 
 class Unauthorized(RequestRejected):
     code = "unauthorized"
+
+
+class ReplanRejected(RequestRejected):
+    """422. `code`: unknown_step (a state or mark names no step of the plan), completed_step
+    (a completed or running step is marked), nothing_to_replan (nothing failed, nothing marked,
+    no reason). `errors` lists each problem as {"code", "message", "step"}."""
+
+    code = "invalid_replan"
+
+    def __init__(
+        self, detail: str, *, code: str, errors: list[dict[str, object]] | None = None
+    ) -> None:
+        super().__init__(detail, code=code)
+        self.errors = errors or []
+
+
+class ReplanLimitReached(RequestRejected):
+    """409: the plan has been replanned `replan_count` times, the most allowed."""
+
+    code = "replan_limit"
+
+    def __init__(self, replan_count: int, max_replans: int) -> None:
+        super().__init__(
+            f"Max replans exceeded: the plan was replanned {replan_count} times, "
+            f"at most {max_replans} are allowed"
+        )
+        self.replan_count = replan_count
+        self.max_replans = max_replans
+
+
+class BudgetExceeded(RequestRejected):
+    """422: no plan fits the budget; `figures` holds the limit and the best plan's value."""
+
+    code = "budget_exceeded"
+
+    def __init__(self, detail: str, *, figures: dict[str, float | int]) -> None:
+        super().__init__(detail)
+        self.figures = figures
 
 
 class PlanParseError(PlannerError):

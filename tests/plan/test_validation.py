@@ -100,6 +100,7 @@ def response_body(valid: ValidPlan) -> dict[str, Any]:
         "estimated_cost": {"llm_usd": 0.0, "prompt_tokens": 10, "completion_tokens": 5},
         "metadata": {"source": "llm", "model": "m", "attempts": 1, "repairs": valid.repairs,
                      "warnings": [], "latency_ms": 1.0, "prompt_version": "v1"},
+        "version": 1, "parent_plan_id": None, "replan_count": 0, "diff": None,
     }  # fmt: skip
 
 
@@ -397,6 +398,8 @@ def _stage_before_dependency(body: dict[str, Any]) -> None:
         (lambda body: body.update(critical_path_duration=10**6), "critical_path_duration"),
         (lambda body: body["metadata"].update(source="magic"), "metadata.source"),
         (lambda body: body.update(request_id=""), "request_id"),
+        (lambda body: body.update(version=2), "replan_count 0, version 2"),
+        (lambda body: body.update(parent_plan_id="p0"), "parent_plan_id 'p0' on a first plan"),
     ],
 )
 def test_helper_rejects_a_broken_body(breakage: Any, message: str) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from planner_arm.plan.draft import DraftPlan, repair
+from planner_arm.plan.draft import DraftPlan, repair, repair_code
+from planner_arm.plan.edited import NOTE_CODES, EditCheck
 from planner_arm.plan.estimation import (
     complexity_score,
     critical_path_duration,
@@ -12,7 +13,12 @@ from planner_arm.plan.estimation import (
     plan_confidence,
     total_duration,
 )
-from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanSource
+from planner_arm.plan.schemas import (
+    EstimatedCost,
+    PlanMetadata,
+    PlanResponse,
+    PlanSource,
+)
 from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import ValidPlan
 
@@ -71,4 +77,27 @@ def assemble_response(
             latency_ms=round(latency_ms, 3),
             prompt_version=prompt_version,
         ),
+    )
+
+
+VALIDATED_RATIONALE = "A plan edited by the caller and checked against the plan rules"
+
+
+def validated_response(check: EditCheck, *, request_id: str, prompt_version: str) -> PlanResponse:
+    """The full /plan answer for an edited plan that passed the checks: no model, no cost.
+    What `fix` mended is in `metadata.repairs`, what was only noted in `metadata.warnings`."""
+    if check.steps is None:
+        raise ValueError("an edited plan with errors has no /plan answer")
+    repairs = [entry for entry in check.warnings if repair_code(entry) not in NOTE_CODES]
+    notes = [entry for entry in check.warnings if repair_code(entry) in NOTE_CODES]
+    return assemble_response(
+        draft=DraftPlan(steps=[], rationale=VALIDATED_RATIONALE, repairs=repairs, warnings=notes),
+        valid=ValidPlan(steps=check.steps, repairs=[]),
+        goal="",
+        source="validated",
+        model=None,
+        spend=Spend(),
+        request_id=request_id,
+        latency_ms=0.0,
+        prompt_version=prompt_version,
     )

@@ -7,7 +7,7 @@ additions a caller can ignore.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
@@ -15,7 +15,8 @@ from planner_arm.config import LimitsSettings
 
 MAX_REQUEST_ID_CHARS = 128
 
-PlanSource = Literal["llm", "fallback", "cache"]
+# validated: an edited plan checked by POST /plan/validate, never planned by a model.
+PlanSource = Literal["llm", "fallback", "cache", "validated"]
 
 
 class PlanOptions(BaseModel):
@@ -23,6 +24,20 @@ class PlanOptions(BaseModel):
 
     use_cache: bool = Field(
         True, description="False: plan afresh even if an identical request was just answered"
+    )
+
+
+class Budget(BaseModel):
+    """What the caller will spend on a plan: its size, its wall-clock time, the model calls."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_steps: int | None = Field(None, ge=1, le=50, description="At most this many steps")
+    max_duration_seconds: int | None = Field(
+        None, ge=1, description="Bounds the critical path (the wall-clock time of the plan)"
+    )
+    max_llm_usd: float | None = Field(
+        None, ge=0, description="Model calls stop once their spend would pass this"
     )
 
 
@@ -83,6 +98,7 @@ class PlanRequest(BaseModel):
         default=None, min_length=1, max_length=MAX_REQUEST_ID_CHARS, pattern=r"^[\x20-\x7e]+$"
     )
     options: PlanOptions = Field(default_factory=PlanOptions)
+    budget: Budget | None = None
 
     @field_validator("goal")
     @classmethod
@@ -118,13 +134,20 @@ class PlanRequest(BaseModel):
         return context
 
 
-def request_model_for(limits: LimitsSettings) -> type[PlanRequest]:
-    """The request model with these limits, so the checks and the OpenAPI schema agree."""
-    if limits == PlanRequest.limits:
-        return PlanRequest
+RequestModel = TypeVar("RequestModel", bound=PlanRequest)
+
+
+def request_model_for(
+    limits: LimitsSettings,
+    base: type[RequestModel] = PlanRequest,  # type: ignore[assignment]
+) -> type[RequestModel]:
+    """The request model (`base`, or a subclass such as the replan request) with these limits,
+    so the checks and the OpenAPI schema agree."""
+    if limits == base.limits:
+        return base
     model = create_model(
-        "PlanRequest",
-        __base__=PlanRequest,
+        base.__name__,
+        __base__=base,
         goal=(
             str,
             Field(
@@ -173,6 +196,14 @@ class PlanMetadata(BaseModel):
     )
 
 
+class PlanDiff(BaseModel):
+    """A replan's changes, by step number against the previous plan."""
+
+    kept: list[int] = Field(description="Steps of the previous plan kept as they were")
+    removed: list[int] = Field(description="Steps of the previous plan no longer planned")
+    added: list[int] = Field(description="New steps, numbered above the previous plan's")
+
+
 class PlanResponse(BaseModel):
     """Complete execution plan."""
 
@@ -189,6 +220,10 @@ class PlanResponse(BaseModel):
     critical_path_duration: int = Field(description="Seconds along the longest dependency chain")
     estimated_cost: EstimatedCost
     metadata: PlanMetadata
+    version: int = Field(1, ge=1, description="1 for /plan; one more with each replan")
+    parent_plan_id: str | None = Field(None, description="The plan this one replans, if any")
+    replan_count: int = Field(0, ge=0, description="Replans in this plan's chain so far")
+    diff: PlanDiff | None = Field(None, description="A replan's changes; null on /plan")
 
 
 class ErrorResponse(BaseModel):

@@ -324,3 +324,7 @@ def _judge_step(steps: list[PlanStep]) -> PlanStep:
         estimated_cost_tier=JUDGE_COST_TIER,
         estimated_duration_seconds=JUDGE_DURATION_SECONDS,
     )
+
+
+# Public for the checks of edited and replanned plans, which order steps the same way.
+stable_topological_order = _stable_topological_order

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +34,10 @@ from planner_arm.pipeline.assembly import assemble_response
 from planner_arm.pipeline.normalise import normalise_plan
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.budget import call_within_budget, estimate_call_usd
 from planner_arm.plan.draft import DraftPlan, repair_code
-from planner_arm.plan.schemas import PlanRequest, PlanResponse
-from planner_arm.plan.spend import Spend
+from planner_arm.plan.schemas import Budget, PlanRequest, PlanResponse
+from planner_arm.plan.spend import Spend, price_for
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
 from planner_arm.planning.fallback import fallback_plan
 
@@ -49,7 +51,7 @@ class _Failure:
     """Why the model produced no plan, for the fallback metric and the 5xx mapping."""
 
     # llm_disabled | llm_unavailable | invalid_plan | deadline | call_budget | circuit_open
-    # | saturated
+    # | saturated | spend_budget
     reason: str
     detail: str
     errors: list[str]
@@ -60,6 +62,19 @@ class _Success:
     model: str
     draft: DraftPlan
     valid: ValidPlan
+
+
+# What another endpoint (replan) asks the same attempt loop: its own first messages, and its
+# own reading of an answer (raising PlanParseError or PlanValidationError for a repair prompt).
+AnswerReader = Callable[[Completion], tuple[DraftPlan, ValidPlan]]
+ModelPlan = _Success
+ModelFailure = _Failure
+
+
+@dataclass(frozen=True)
+class Conversation:
+    messages: list[Message]
+    read: AnswerReader
 
 
 class PlannerArm:
@@ -147,22 +162,36 @@ class PlannerArm:
         )
 
     async def _plan_with_llm(
-        self, llm: GuardedLLM, request: PlanRequest, deadline: Deadline, spend: Spend
+        self,
+        llm: GuardedLLM,
+        request: PlanRequest,
+        deadline: Deadline,
+        spend: Spend,
+        conversation: Conversation | None = None,
     ) -> _Success | _Failure:
         # The per-call bounds already keep to the deadline; this catches whatever slips past
         # them (a retry wait, a slow slot), so the fallback still answers in time.
         try:
             async with asyncio.timeout(deadline.remaining()):
-                return await self._ask_models(llm, request, deadline, spend)
+                return await self._ask_models(llm, request, deadline, spend, conversation)
         except TimeoutError:
             return _Failure("deadline", "the request deadline passed", [])
 
     async def _ask_models(
-        self, llm: GuardedLLM, request: PlanRequest, deadline: Deadline, spend: Spend
+        self,
+        llm: GuardedLLM,
+        request: PlanRequest,
+        deadline: Deadline,
+        spend: Spend,
+        conversation: Conversation | None = None,
     ) -> _Success | _Failure:
-        first_messages = initial_messages(
-            self.system_prompt, user_prompt(request.goal, request.constraints, request.context)
-        )
+        if conversation is None:
+            first_messages = initial_messages(
+                self.system_prompt, user_prompt(request.goal, request.constraints, request.context)
+            )
+            read_answer: AnswerReader = self._read_answer
+        else:
+            first_messages, read_answer = conversation.messages, conversation.read
         max_calls = self.settings.retry.max_llm_calls
         failure = _Failure("call_budget", "no LLM call was made", [])
         for model in self.settings.model.chain:
@@ -172,6 +201,9 @@ class PlannerArm:
             while spend.calls < max_calls:
                 if deadline.remaining() < _MIN_CALL_SECONDS:
                     return _Failure("deadline", "the request deadline passed", failure.errors)
+                if not self._spend_allows(model, messages, spend, request.budget):
+                    detail = "the next call would pass budget.max_llm_usd"
+                    return _Failure("spend_budget", detail, failure.errors)
                 try:
                     completion = await llm.call(model, messages, deadline, spend, _MIN_CALL_SECONDS)
                 except CallSkipped as skip:
@@ -197,7 +229,7 @@ class PlannerArm:
                     continue
 
                 try:
-                    return _Success(model, *self._read_answer(completion))
+                    return _Success(model, *read_answer(completion))
                 except (PlanParseError, PlanInvalid) as problem:
                     errors = getattr(problem, "errors", [problem.detail])
                     self.metrics.parse_failures.labels(problem.code).inc()
@@ -241,3 +273,23 @@ class PlannerArm:
             "duration_ms": meta.latency_ms,
         }
         self.log.info("plan_created", **fields)
+
+    async def ask_models(
+        self, request: PlanRequest, deadline: Deadline, spend: Spend, conversation: Conversation
+    ) -> ModelPlan | ModelFailure:
+        """The attempt loop (retries, a repair prompt, the model chain) for another kind of
+        request, within `deadline`; a ModelFailure when no usable answer came."""
+        if self.llm is None:
+            return _Failure("llm_disabled", "no LLM configured", [])
+        return await self._plan_with_llm(self.llm, request, deadline, spend, conversation)
+
+    def _spend_allows(
+        self, model: str, messages: list[Message], spend: Spend, budget: Budget | None
+    ) -> bool:
+        """False once the next call's likely cost would take the spend past max_llm_usd."""
+        if budget is None or budget.max_llm_usd is None:
+            return True
+        prompt_chars = sum(len(message["content"]) for message in messages)
+        price = price_for(model, self.settings.pricing)
+        estimate = estimate_call_usd(spend, prompt_chars, self.settings.model.max_tokens, price)
+        return call_within_budget(spend, budget, estimate)

@@ -1,0 +1,82 @@
+"""The caller's budget: what a plan may not exceed (steps, critical path) and when model calls
+must stop (spend). Pure functions over a plan and a `Budget`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from planner_arm.config import Price
+from planner_arm.plan.estimation import critical_path_duration
+from planner_arm.plan.schemas import Budget, PlanStep
+from planner_arm.plan.spend import Spend
+
+# A token is about four characters of English; the estimate only has to be the right size.
+CHARS_PER_TOKEN = 4
+
+
+def budget_problems(steps: Sequence[PlanStep], budget: Budget | None) -> list[str]:
+    """One sentence per limit the plan passes, with both figures; [] when it fits."""
+    if budget is None:
+        return []
+    problems = []
+    if budget.max_steps is not None and len(steps) > budget.max_steps:
+        problems.append(f"the plan has {len(steps)} steps; the budget allows {budget.max_steps}")
+    if budget.max_duration_seconds is not None:
+        longest = critical_path_duration(steps)
+        if longest > budget.max_duration_seconds:
+            problems.append(
+                f"the critical path takes {longest} s; the budget allows "
+                f"{budget.max_duration_seconds} s"
+            )
+    return problems
+
+
+def budget_figures(steps: Sequence[PlanStep], budget: Budget) -> dict[str, float | int]:
+    """The figures a budget_exceeded error carries: each limit and the plan's value."""
+    figures: dict[str, float | int] = {}
+    if budget.max_steps is not None:
+        figures |= {"max_steps": budget.max_steps, "steps": len(steps)}
+    if budget.max_duration_seconds is not None:
+        figures |= {
+            "max_duration_seconds": budget.max_duration_seconds,
+            "critical_path_duration": critical_path_duration(steps),
+        }
+    return figures
+
+
+def describe_budget(budget: Budget | None) -> str:
+    """The budget as a rule for the model's prompt; "" when there is none worth telling."""
+    if budget is None:
+        return ""
+    rules = []
+    if budget.max_steps is not None:
+        rules.append(f"at most {budget.max_steps} steps in all")
+    if budget.max_duration_seconds is not None:
+        rules.append(
+            f"the longest chain of dependent steps (the critical path) at most "
+            f"{budget.max_duration_seconds} seconds in total"
+        )
+    return ("Budget: " + "; ".join(rules) + ".") if rules else ""
+
+
+def estimate_call_usd(
+    spend: Spend, prompt_chars: int, max_completion_tokens: int, price: Price | None
+) -> float:
+    """What the next model call will likely cost: the mean of this request's calls so far, or
+    before the first one the prompt's size and a full-length answer at the model's price."""
+    if spend.calls and spend.usd > 0:
+        return spend.usd / spend.calls
+    if price is None:
+        return 0.0
+    prompt_tokens = prompt_chars / CHARS_PER_TOKEN
+    return (
+        prompt_tokens * price.input_per_million + max_completion_tokens * price.output_per_million
+    ) / 1_000_000
+
+
+def call_within_budget(spend: Spend, budget: Budget | None, next_call_usd: float) -> bool:
+    """False once the next call would take the request's spend past `budget.max_llm_usd`:
+    the planner then stops calling models (and the rule-based planner answers)."""
+    if budget is None or budget.max_llm_usd is None:
+        return True
+    return spend.usd + next_call_usd <= budget.max_llm_usd

@@ -1,0 +1,271 @@
+"""An edited plan, checked as POST /plan/validate checks it: every problem at once, each
+naming its step, and with `fix` the /plan pipeline's own local repairs applied.
+
+Without `fix` a valid plan keeps the caller's step numbers (a replanned plan's need not be
+consecutive); steps listed before a step they depend on are put in dependency order. With
+`fix`, the steps go through `validate_plan`, as a model's answer would: arm aliases resolved,
+steps renumbered 1..n in dependency order, dangling and self dependencies dropped, values
+clamped, a missing final check appended; each repair is listed in `warnings`. Wrong value
+types are never guessed at: they stay `invalid_step` errors.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
+from typing import Any
+
+from planner_arm.errors import PlanValidationError
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
+from planner_arm.plan.edited_rows import EditError, StepRow, read_step_row, step_label
+from planner_arm.plan.schemas import PlanStep
+from planner_arm.plan.validation import (
+    JUDGE_ARM,
+    MAX_COST_TIER,
+    MAX_DURATION_SECONDS,
+    MIN_COST_TIER,
+    MIN_DURATION_SECONDS,
+    PlanRules,
+    stable_topological_order,
+    validate_plan,
+)
+
+EDIT_ERROR_CODES = frozenset(
+    {
+        "empty_plan",
+        "step_count",
+        "duplicate_step",
+        "dangling_dependency",
+        "self_dependency",
+        "cycle",
+        "unknown_arm",
+        "empty_action",
+        "empty_acceptance_criteria",
+        "bad_cost_tier",
+        "bad_duration",
+        "no_final_check",
+        "invalid_step",
+    }
+)
+# What validate_plan mends, so `fix` leaves these to it instead of reporting them.
+FIXABLE_CODES = frozenset(
+    {
+        "duplicate_step",
+        "dangling_dependency",
+        "self_dependency",
+        "bad_cost_tier",
+        "bad_duration",
+        "no_final_check",
+    }
+)
+# Warnings that change nothing in the plan (the rest are repairs `fix` made).
+NOTE_CODES = frozenset({"ignored_step_fields", "reordered", "duplicate_dependency"})
+_ARM_FIXES = frozenset({"arm_alias", "arm_normalised"})
+# validate_plan's error codes in this module's words (its messages name the step already).
+_FROM_VALIDATION = {
+    "missing_criteria": "empty_acceptance_criteria",
+    "wrong_step_count": "step_count",
+}
+
+
+@dataclass
+class EditCheck:
+    """The verdict: `steps` (in dependency order) only when `valid`."""
+
+    valid: bool
+    errors: list[EditError]
+    warnings: list[str]
+    steps: list[PlanStep] | None
+
+
+def check_edited_plan(
+    raw_steps: Sequence[Any], rules: PlanRules, resolver: ArmResolver, *, fix: bool = False
+) -> EditCheck:
+    """Check `raw_steps` (steps in the /plan shape) against `rules`; see the module docstring."""
+    if not raw_steps:
+        return EditCheck(False, [EditError("empty_plan", None, "the plan has no steps")], [], None)
+    errors: list[EditError] = []
+    warnings: list[str] = []
+    rows = [read_step_row(item, pos, fix, errors, warnings) for pos, item in enumerate(raw_steps)]
+    if fix:
+        _resolve_arm_aliases(rows, resolver, warnings)
+    errors += _rule_errors(rows, rules, fix)
+    if fix:
+        errors = [error for error in errors if error.code not in FIXABLE_CODES]
+    errors.sort(key=lambda error: (error.position is not None, error.position or 0))
+    if errors:
+        return EditCheck(False, errors, warnings, None)
+    if fix:
+        return _fixed(rows, rules, warnings)
+    return EditCheck(True, [], warnings, _as_given(rows, warnings))
+
+
+def _resolve_arm_aliases(rows: list[StepRow], resolver: ArmResolver, warnings: list[str]) -> None:
+    for row in rows:
+        if row.arm is None or row.arm in resolver.arm_ids:
+            continue
+        choice = resolver.resolve(row.arm, row.action or "")
+        if choice.repair and repair_code(choice.repair) in _ARM_FIXES:
+            warnings.append(f"{choice.repair} ({step_label(row)})")
+            row.arm = choice.arm
+
+
+def _rule_errors(rows: list[StepRow], rules: PlanRules, fix: bool) -> list[EditError]:
+    errors: list[EditError] = []
+    for row in rows:
+        errors += _step_errors(row, rules, fix)
+    counts = Counter(row.number for row in rows if row.number is not None)
+    for number, count in sorted(counts.items()):
+        if count > 1:
+            message = f"step number {number} is used by {count} steps"
+            errors.append(EditError("duplicate_step", number, message))
+    by_number = {row.number: row for row in reversed(rows) if row.number is not None}
+    for row in rows:
+        for dep in row.deps or ():
+            if dep == row.number:
+                message = f"{step_label(row)} depends on itself"
+                errors.append(EditError("self_dependency", row.number, message, row.position))
+            elif dep not in by_number:
+                message = f"{step_label(row)} depends on step {dep}, which is not in the plan"
+                errors.append(EditError("dangling_dependency", row.number, message, row.position))
+    graph = {
+        number: [dep for dep in row.deps or () if dep in by_number and dep != number]
+        for number, row in by_number.items()
+    }
+    cycle = _find_cycle(graph)
+    if cycle:
+        message = "dependency cycle: " + " -> ".join(map(str, cycle))
+        errors.append(EditError("cycle", min(cycle), message))
+    needs_judge = rules.require_validation_step and not cycle and _last_arm(rows) != JUDGE_ARM
+    if needs_judge:
+        message = f"the last step must be a {JUDGE_ARM} step that checks the results"
+        errors.append(EditError("no_final_check", None, message))
+    total = len(rows) + (needs_judge and fix)
+    if not rules.min_steps <= total <= rules.max_steps:
+        appended = " with the final check appended" if needs_judge and fix else ""
+        message = (
+            f"the plan has {total} steps{appended}; between {rules.min_steps} and "
+            f"{rules.max_steps} are allowed"
+        )
+        errors.append(EditError("step_count", None, message))
+    return errors
+
+
+def _step_errors(row: StepRow, rules: PlanRules, fix: bool) -> list[EditError]:
+    found: list[tuple[str, str]] = []
+    if row.action is not None and not row.action.strip():
+        found.append(("empty_action", "action is empty"))
+    if row.arm is not None and row.arm not in rules.arm_ids:
+        found.append(
+            ("unknown_arm", f"required_arm {row.arm!r} is not one of {', '.join(rules.arm_ids)}")
+        )
+    if row.criteria is not None:
+        blank = sum(1 for text in row.criteria if not text.strip())
+        if blank == len(row.criteria):
+            found.append(("empty_acceptance_criteria", "no non-empty acceptance criterion"))
+        elif blank and not fix:  # validate_plan drops blank ones beside real ones
+            found.append(("empty_acceptance_criteria", f"{blank} acceptance criteria are blank"))
+    if row.cost is not None and not MIN_COST_TIER <= row.cost <= MAX_COST_TIER:
+        found.append(
+            (
+                "bad_cost_tier",
+                f"estimated_cost_tier {row.cost} is not {MIN_COST_TIER}-{MAX_COST_TIER}",
+            )
+        )
+    if (
+        row.duration is not None
+        and not MIN_DURATION_SECONDS <= row.duration <= MAX_DURATION_SECONDS
+    ):
+        found.append(
+            (
+                "bad_duration",
+                f"estimated_duration_seconds {row.duration} is not "
+                f"{MIN_DURATION_SECONDS}-{MAX_DURATION_SECONDS}",
+            )
+        )
+    return [
+        EditError(code, row.number, f"{step_label(row)}: {message}", row.position)
+        for code, message in found
+    ]
+
+
+def _fixed(rows: list[StepRow], rules: PlanRules, warnings: list[str]) -> EditCheck:
+    """The /plan pipeline's repairs, on steps whose only problems it can mend."""
+    draft = DraftPlan(
+        steps=[
+            DraftStep(
+                action=row.action or "",
+                required_arm=row.arm or "",
+                acceptance_criteria=list(row.criteria or ()),
+                depends_on=list(row.deps or ()),
+                step=row.number,
+                estimated_cost_tier=row.cost,
+                estimated_duration_seconds=row.duration,
+            )
+            for row in rows
+        ]
+    )
+    try:
+        valid = validate_plan(draft, rules)
+    except PlanValidationError as problem:  # a rule the checks above missed: still reported
+        code = _FROM_VALIDATION.get(problem.code, problem.code)
+        errors = [EditError(code, None, message) for message in problem.errors]
+        return EditCheck(False, errors, warnings, None)
+    return EditCheck(True, [], [*warnings, *valid.repairs], valid.steps)
+
+
+def _as_given(rows: list[StepRow], warnings: list[str]) -> list[PlanStep]:
+    """The steps with the caller's numbers, in dependency order (listed order when it is one)."""
+    position_of = {row.number: row.position for row in rows}
+    order = stable_topological_order([[position_of[dep] for dep in row.deps or ()] for row in rows])
+    if order != list(range(len(rows))):
+        moved = ", ".join(str(rows[pos].number) for pos in order)
+        warnings.append(repair("reordered", f"steps put in dependency order {moved}"))
+    steps = []
+    for pos in order:
+        row = rows[pos]
+        deps = list(dict.fromkeys(row.deps or ()))
+        if len(deps) != len(row.deps or ()):
+            warnings.append(repair("duplicate_dependency", f"{step_label(row)}: listed twice"))
+        steps.append(
+            PlanStep(
+                step=row.number or 0,
+                action=row.action or "",
+                required_arm=row.arm or "",
+                acceptance_criteria=list(row.criteria or ()),
+                depends_on=deps,
+                estimated_cost_tier=row.cost or MIN_COST_TIER,
+                estimated_duration_seconds=row.duration or MIN_DURATION_SECONDS,
+            )
+        )
+    return steps
+
+
+def _find_cycle(graph: dict[int, list[int]]) -> list[int] | None:
+    """One dependency cycle as step numbers, each depending on the next ('1 -> 3 -> 1'),
+    starting at its lowest number so the message is stable; None when there is none."""
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as exc:
+        ring = list(reversed(exc.args[1][:-1]))
+        start = ring.index(min(ring))
+        ring = ring[start:] + ring[:start]
+        return [*ring, ring[0]]
+    return None
+
+
+def _last_arm(rows: list[StepRow]) -> str | None:
+    """The arm of the step that comes last in dependency order."""
+    position_of = {row.number: row.position for row in rows if row.number is not None}
+    deps = [
+        [position_of[dep] for dep in row.deps or () if dep in position_of and dep != row.number]
+        for row in rows
+    ]
+    try:
+        order = stable_topological_order(deps)
+    except CycleError:
+        return None
+    return rows[order[-1]].arm if order else None

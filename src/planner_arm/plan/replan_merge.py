@@ -1,0 +1,329 @@
+"""A revised plan (the model's, or the rule-based one) merged onto the previous plan.
+
+Finished steps come back exactly as they were, whatever the revision did to them; a step the
+revision left unchanged keeps its number; every new or changed step is numbered above the
+previous plan's highest, in dependency order, so a dependency always has a lower number. The
+last step is a judge step that every other step leads to. Per-step values go through
+`validate_plan`, so they are mended exactly as a /plan answer's are.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from graphlib import CycleError
+
+from planner_arm.errors import PlanValidationError
+from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
+from planner_arm.plan.replan_scope import ReplanScope
+from planner_arm.plan.schemas import PlanDiff, PlanStep
+from planner_arm.plan.validation import (
+    JUDGE_ACTION,
+    JUDGE_ARM,
+    JUDGE_COST_TIER,
+    JUDGE_CRITERIA,
+    JUDGE_DURATION_SECONDS,
+    PlanRules,
+    stable_topological_order,
+    validate_plan,
+)
+
+# Two actions this alike (0-1, over their words) are the same step reworded.
+SAME_STEP_SIMILARITY = 0.8
+# A step at a finished step's number is taken for it when at least this alike, or same arm.
+SAME_NUMBER_SIMILARITY = 0.5
+_WORD = re.compile(r"\w+")
+_STEP_REFERENCE = re.compile(r"\bstep (\d+)")
+
+Ref = tuple[bool, int]  # (True, a finished step's number) or (False, an index into the work)
+
+
+@dataclass
+class MergedPlan:
+    steps: list[PlanStep]
+    repairs: list[str]
+
+
+@dataclass
+class _Work:
+    """A step still to do: the revision's draft, its model label, its resolved dependencies."""
+
+    draft: DraftStep
+    label: str
+    deps: list[Ref] = field(default_factory=list)
+
+
+def merge_replan(scope: ReplanScope, draft: DraftPlan, rules: PlanRules) -> MergedPlan:
+    """Merge `draft` (numbered as its author chose) onto the scope's previous plan.
+
+    Raises PlanValidationError (cycle, empty_action, missing_criteria, wrong_step_count) for
+    what only the author can mend; the messages name steps by the author's numbers.
+    """
+    finished = scope.finished
+    repairs: list[str] = []
+    alias = _match_finished(draft.steps, finished, repairs)
+    ids = _model_ids(draft.steps, repairs)
+    work_index: dict[int, int] = {}
+    work: list[_Work] = []
+    for pos, step in enumerate(draft.steps):
+        if alias[pos] is None:
+            work_index[pos] = len(work)
+            work.append(_Work(step, f"step {ids[pos] if ids[pos] is not None else pos + 1}"))
+    position_of = {number: pos for pos, number in enumerate(ids) if number is not None}
+    for index in work_index.values():
+        _resolve(work[index], position_of, alias, work_index, finished, repairs)
+        _drop_self(work[index], index, repairs)
+
+    order = _order(work)
+    _finish_with_judge(work, order, finished, rules, repairs)
+    remaining = len(work)
+    if remaining > rules.max_steps or len(finished) + remaining < rules.min_steps:
+        detail = (
+            f"the revised plan has {remaining} steps still to do (at most {rules.max_steps}) "
+            f"beside {len(finished)} finished ones (at least {rules.min_steps} in all)"
+        )
+        raise PlanValidationError(detail, code="wrong_step_count")
+
+    steps = _validated(scope, finished, work, order, rules, repairs)
+    return MergedPlan(steps=sorted(steps, key=lambda step: step.step), repairs=repairs)
+
+
+def plan_diff(previous: list[PlanStep], steps: list[PlanStep]) -> PlanDiff:
+    before = {step.step for step in previous}
+    after = {step.step for step in steps}
+    return PlanDiff(
+        kept=sorted(before & after), removed=sorted(before - after), added=sorted(after - before)
+    )
+
+
+def action_similarity(first: str, second: str) -> float:
+    """0-1: how alike two actions are, over their lower-cased words."""
+    a, b = _WORD.findall(first.lower()), _WORD.findall(second.lower())
+    if a == b:
+        return 1.0
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
+def _match_finished(
+    steps: list[DraftStep], finished: dict[int, PlanStep], repairs: list[str]
+) -> list[int | None]:
+    """For each revised step, the finished step it is (by content, then by number), or None."""
+    alias: list[int | None] = [None] * len(steps)
+    for pos, step in enumerate(steps):
+        scored = [(action_similarity(step.action, f.action), n) for n, f in finished.items()]
+        best = max(scored, default=(0.0, 0))
+        if best[0] >= SAME_STEP_SIMILARITY:
+            alias[pos] = best[1]
+    claimed = set(alias)
+    for pos, step in enumerate(steps):
+        kept = finished.get(step.step) if step.step is not None else None
+        if alias[pos] is None and kept is not None and kept.step not in claimed:
+            alike = action_similarity(step.action, kept.action) >= SAME_NUMBER_SIMILARITY
+            if alike or step.required_arm == kept.required_arm:
+                alias[pos] = kept.step
+                claimed.add(kept.step)
+    for number, kept in finished.items():
+        matches = [steps[pos] for pos, target in enumerate(alias) if target == number]
+        if not matches:
+            repairs.append(repair("finished_step_restored", f"step {number} was left out"))
+        elif any(not _same_as(match, kept) for match in matches[:1]):
+            repairs.append(repair("finished_step_restored", f"step {number} was changed"))
+        if len(matches) > 1:
+            repairs.append(
+                repair("finished_step_deduplicated", f"step {number} proposed {len(matches)} times")
+            )
+    return alias
+
+
+def _same_as(draft: DraftStep, step: PlanStep) -> bool:
+    return (
+        draft.step == step.step
+        and draft.action == step.action
+        and draft.required_arm == step.required_arm
+        and draft.acceptance_criteria == step.acceptance_criteria
+        and sorted(draft.depends_on) == sorted(step.depends_on)
+        and draft.estimated_cost_tier == step.estimated_cost_tier
+        and draft.estimated_duration_seconds == step.estimated_duration_seconds
+    )
+
+
+def _model_ids(steps: list[DraftStep], repairs: list[str]) -> list[int | None]:
+    """The number each revised step goes by; a repeated number names none of its steps."""
+    given = [step.step for step in steps]
+    repeated = {n for n in given if n is not None and given.count(n) > 1}
+    if repeated:
+        repairs.append(repair("duplicate_step_number", f"{sorted(repeated)} name no step"))
+    return [None if number in repeated else number for number in given]
+
+
+def _resolve(
+    item: _Work,
+    position_of: dict[int, int],
+    alias: list[int | None],
+    work_index: dict[int, int],
+    finished: dict[int, PlanStep],
+    repairs: list[str],
+) -> None:
+    """The work step's dependencies as finished numbers or work indexes; unknown ones dropped."""
+    for number in item.draft.depends_on:
+        pos = position_of.get(number)
+        if pos is not None:
+            target = alias[pos]
+            ref: Ref = (True, target) if target is not None else (False, work_index[pos])
+        elif number in finished:  # a finished step the revision did not repeat
+            ref = (True, number)
+        else:
+            repairs.append(repair("unknown_dependency", f"{item.label}: no step {number}"))
+            continue
+        if ref not in item.deps:
+            item.deps.append(ref)
+
+
+def _drop_self(item: _Work, index: int, repairs: list[str]) -> None:
+    if (False, index) in item.deps:
+        item.deps.remove((False, index))
+        repairs.append(repair("self_dependency", f"{item.label}: dropped its dependency on itself"))
+
+
+def _order(work: list[_Work]) -> list[int]:
+    try:
+        return stable_topological_order(
+            [[target for finished, target in item.deps if not finished] for item in work]
+        )
+    except CycleError as exc:
+        ring = [work[index].label.removeprefix("step ") for index in reversed(exc.args[1])]
+        detail = "dependency cycle: " + " -> ".join(ring)
+        raise PlanValidationError(detail, code="cycle") from None
+
+
+def _finish_with_judge(
+    work: list[_Work],
+    order: list[int],
+    finished: dict[int, PlanStep],
+    rules: PlanRules,
+    repairs: list[str],
+) -> None:
+    """The last step a judge every other step leads to: the revision's, or one appended."""
+    if not rules.require_validation_step:
+        return
+    needed = {target for item in work for target in item.deps}
+    needed |= {(True, dep) for step in finished.values() for dep in step.depends_on}
+    sinks = [(True, number) for number in sorted(finished) if (True, number) not in needed]
+    sinks += [(False, index) for index in order if (False, index) not in needed]
+    last = order[-1] if order else None
+    if last is not None and work[last].draft.required_arm == JUDGE_ARM:
+        missing = [sink for sink in sinks if sink != (False, last)]
+        if missing:
+            work[last].deps += missing
+            repairs.append(repair("judge_depends_on_all", f"{work[last].label} now waits for all"))
+        return
+    judge = DraftStep(
+        action=JUDGE_ACTION,
+        required_arm=JUDGE_ARM,
+        acceptance_criteria=list(JUDGE_CRITERIA),
+        estimated_cost_tier=JUDGE_COST_TIER,
+        estimated_duration_seconds=JUDGE_DURATION_SECONDS,
+    )
+    work.append(_Work(judge, "the appended judge step", list(sinks)))
+    order.append(len(work) - 1)
+    repairs.append(repair("judge_step_appended", "the revised plan ends with a final check"))
+
+
+def _validated(
+    scope: ReplanScope,
+    finished: dict[int, PlanStep],
+    work: list[_Work],
+    order: list[int],
+    rules: PlanRules,
+    repairs: list[str],
+) -> list[PlanStep]:
+    """Per-step values mended by validate_plan; then unchanged steps keep their numbers and
+    the rest are numbered above the previous plan's highest."""
+    temp = {index: scope.highest + 1 + rank for rank, index in enumerate(order)}
+
+    def number(ref: Ref, numbers: dict[int, int]) -> int:
+        return ref[1] if ref[0] else numbers[ref[1]]
+
+    kept_first = [finished[n] for n in sorted(finished)]
+    drafts = [_draft_of(step) for step in kept_first]
+    for index in order:
+        item = work[index]
+        deps = [number(ref, temp) for ref in item.deps]
+        drafts.append(
+            DraftStep(
+                item.draft.action, item.draft.required_arm, list(item.draft.acceptance_criteria),
+                deps, temp[index], item.draft.estimated_cost_tier,
+                item.draft.estimated_duration_seconds,
+            )
+        )  # fmt: skip
+    relaxed = PlanRules(1, max(len(drafts), 1), False, rules.arm_ids)
+    labels = {str(temp[index]): work[index].label.removeprefix("step ") for index in order}
+    try:
+        valid = validate_plan(DraftPlan(drafts), relaxed)
+    except PlanValidationError as problem:
+        errors = [_renamed(message, labels) for message in problem.errors]
+        raise PlanValidationError("; ".join(errors), code=problem.code, errors=errors) from None
+    checked = valid.steps[len(kept_first) :]
+
+    previous = {step.step: step for step in scope.previous}
+    final: dict[int, int] = {}
+    next_number = scope.highest + 1
+    for rank, index in enumerate(order):
+        deps = sorted(number(ref, final) for ref in work[index].deps)
+        candidate = checked[rank].model_copy(update={"depends_on": deps})
+        old = _unchanged(candidate, work[index].draft.step, previous, scope, set(final.values()))
+        if old is not None:
+            final[index] = old
+        else:
+            final[index] = next_number
+            next_number += 1
+    renamed = {str(temp[index]): str(final[index]) for index in order}
+    repairs += [
+        _renamed(entry, renamed) for entry in valid.repairs if repair_code(entry) != "renumbered"
+    ]
+    return [
+        *kept_first,
+        *(
+            checked[rank].model_copy(
+                update={
+                    "step": final[index],
+                    "depends_on": sorted(number(ref, final) for ref in work[index].deps),
+                }
+            )
+            for rank, index in enumerate(order)
+        ),
+    ]
+
+
+def _unchanged(
+    candidate: PlanStep,
+    given: int | None,
+    previous: dict[int, PlanStep],
+    scope: ReplanScope,
+    taken: set[int],
+) -> int | None:
+    """The previous number of a step the revision left exactly as it was, if any."""
+    options = [previous[given]] if given in previous else []
+    options += [step for step in previous.values() if step.action == candidate.action]
+    for old in options:
+        if (
+            old.step not in scope.replaced
+            and old.step not in scope.finished
+            and old.step not in taken
+            and candidate.model_copy(update={"step": old.step})
+            == old.model_copy(update={"depends_on": sorted(old.depends_on)})
+        ):
+            return old.step
+    return None
+
+
+def _draft_of(step: PlanStep) -> DraftStep:
+    return DraftStep(
+        step.action, step.required_arm, list(step.acceptance_criteria), list(step.depends_on),
+        step.step, step.estimated_cost_tier, step.estimated_duration_seconds,
+    )  # fmt: skip
+
+
+def _renamed(text: str, numbers: dict[str, str]) -> str:
+    return _STEP_REFERENCE.sub(lambda m: f"step {numbers.get(m.group(1), m.group(1))}", text)

@@ -1,0 +1,101 @@
+"""The rule-based replan, for when no model gives a usable revision: finished steps kept,
+each failed step replaced by a diagnose step and a retry that carries the error in its
+criteria, each marked step planned again, and the steps after them rewired. Pure, no I/O.
+"""
+
+from __future__ import annotations
+
+from planner_arm.errors import PlanValidationError
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.draft import DraftPlan, DraftStep
+from planner_arm.plan.replan_merge import MergedPlan, merge_replan
+from planner_arm.plan.replan_scope import ReplanScope
+from planner_arm.plan.validation import PlanRules
+
+MAX_ERROR_CHARS = 200
+
+
+def rule_based_replan(
+    scope: ReplanScope, rules: PlanRules, resolver: ArmResolver
+) -> tuple[DraftPlan, MergedPlan]:
+    """A valid revised plan without a model. When a diagnose step per failure would make too
+    many steps, each retry does its own diagnosis instead."""
+    try:
+        draft = _revision(scope, resolver, diagnose=True)
+        return draft, merge_replan(scope, draft, rules)
+    except PlanValidationError:
+        draft = _revision(scope, resolver, diagnose=False)
+        return draft, merge_replan(scope, draft, rules)
+
+
+def _revision(scope: ReplanScope, resolver: ArmResolver, *, diagnose: bool) -> DraftPlan:
+    failed, replaced = scope.failed, scope.replaced
+    next_id = scope.highest + 1
+    replacement: dict[int, int] = {}
+    steps: list[DraftStep] = []
+
+    def rewired(deps: list[int]) -> list[int]:
+        return [replacement.get(dep, dep) for dep in deps]
+
+    for old in scope.previous:  # dependency order, so a step's inputs are rewired first
+        deps = rewired(old.depends_on)
+        if old.step not in replaced:
+            steps.append(
+                DraftStep(
+                    old.action, old.required_arm, list(old.acceptance_criteria), deps, old.step,
+                    old.estimated_cost_tier, old.estimated_duration_seconds,
+                )
+            )  # fmt: skip
+            continue
+        criteria = list(old.acceptance_criteria)
+        action = old.action
+        if old.step in failed:
+            error = _clip(failed[old.step]) or "no error was reported"
+            criteria.append(f"The failure of step {old.step} does not recur: {error}")
+            if diagnose:
+                steps.append(_diagnose_step(old.step, old.action, error, deps, next_id, resolver))
+                deps = [next_id]
+                next_id += 1
+            else:
+                action = f"Find why step {old.step} failed, then: {old.action}"
+        elif scope.reason:
+            criteria.append(f"Planned again because: {_clip(scope.reason)}")
+        steps.append(
+            DraftStep(
+                action, old.required_arm, criteria, deps, next_id,
+                old.estimated_cost_tier, old.estimated_duration_seconds,
+            )
+        )  # fmt: skip
+        replacement[old.step] = next_id
+        next_id += 1
+    kept = len(scope.finished)
+    rationale = (
+        f"Rule-based replan (no usable model revision): {kept} finished steps kept as they "
+        f"were; {len(failed)} failed steps "
+        + ("diagnosed and retried" if diagnose else "retried with their diagnosis")
+        + f"; {len(scope.marked - set(failed))} marked steps planned again; the steps after "
+        "them wait for the new ones."
+    )
+    return DraftPlan(steps, rationale)
+
+
+def _diagnose_step(
+    number: int, action: str, error: str, deps: list[int], step_id: int, resolver: ArmResolver
+) -> DraftStep:
+    text = f"Diagnose why step {number} failed ({_clip(action, 80)}) and how to avoid it"
+    arm = resolver.select(f"Diagnose and debug the failure, analyse the root cause: {action}")
+    return DraftStep(
+        action=text,
+        required_arm=arm,
+        acceptance_criteria=[
+            f"The cause of the error is identified: {error}",
+            "A change for the next attempt is written down",
+        ],
+        depends_on=list(deps),
+        step=step_id,
+    )
+
+
+def _clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
