@@ -55,20 +55,15 @@ class PlanningSettings(Section):
     require_dependency_check: bool = True
     # The whole request's budget: every LLM call, retry and wait fits inside it.
     timeout_seconds: float = Field(10.0, gt=0, le=300)
+    # POST /replan: refused once a plan's chain has this many; each step output shown cut.
+    max_replans: int = Field(3, ge=0, le=100)
+    replan_output_chars: int = Field(500, ge=0, le=10_000)
 
     @model_validator(mode="after")
     def _steps_in_order(self) -> PlanningSettings:
         if self.min_steps > self.max_steps:
             raise ValueError(f"min_steps ({self.min_steps}) is above max_steps ({self.max_steps})")
         return self
-
-
-class ReplanSettings(Section):
-    """POST /replan: how often one plan may be replanned, and how much of each step's output
-    and error the model is shown."""
-
-    max_replans: int = Field(3, ge=0, le=100)
-    max_output_chars: int = Field(500, ge=0, le=10_000)
 
 
 class RetrySettings(Section):
@@ -194,7 +189,6 @@ class Settings(BaseSettings):
 
     model: ModelSettings = Field(default_factory=ModelSettings)
     planning: PlanningSettings = Field(default_factory=PlanningSettings)
-    replan: ReplanSettings = Field(default_factory=ReplanSettings)
     retry: RetrySettings = Field(default_factory=RetrySettings)
     fallback: FallbackSettings = Field(default_factory=FallbackSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)

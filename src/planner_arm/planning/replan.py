@@ -45,7 +45,7 @@ class Replanner:
         return replan_scope(
             previous,
             request,
-            default_max_replans=self.settings.replan.max_replans,
+            default_max_replans=self.settings.planning.max_replans,
             replan_count=replan_count,
         )
 
@@ -67,7 +67,7 @@ class Replanner:
         user = replan_user_prompt(
             request,
             scope,
-            max_output_chars=self.settings.replan.max_output_chars,
+            max_output_chars=self.settings.planning.replan_output_chars,
             budget_rule=describe_budget(request.budget),
         )
         conversation = Conversation(
