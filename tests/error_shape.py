@@ -17,12 +17,15 @@ def assert_error_body(response: httpx.Response, status: int, code: str) -> dict[
     body: dict[str, Any] = response.json()
     assert set(body) - {"errors"} == {"error", "detail", "request_id"}, body
     assert body["error"] == code
-    assert isinstance(body["detail"], str) and body["detail"].strip(), body
+    assert isinstance(body["detail"], str), body
+    assert body["detail"].strip(), body
     assert body["request_id"]
     assert response.headers["x-request-id"] == body["request_id"]
     for problem in body.get("errors", []):
         assert {"code", "message"} <= set(problem) <= {"code", "message", "loc"}, problem
-        assert isinstance(problem["code"], str) and problem["code"]
-        assert isinstance(problem["message"], str) and problem["message"]
+        assert isinstance(problem["code"], str)
+        assert problem["code"]
+        assert isinstance(problem["message"], str)
+        assert problem["message"]
     assert "Traceback" not in response.text
     return body
