@@ -1,12 +1,14 @@
 """Every error the planner raises, each a value with a stable `code`.
 
     PlannerError                      code, detail
-    ├── RequestRejected               the caller's request cannot be served (4xx)
-    │   ├── PayloadTooLarge           body over the configured limit (413)
-    │   ├── Unauthorized              no valid API key for a planning endpoint (401)
-    │   ├── ReplanRejected            a replan that names no step, a finished one, nothing (422)
-    │   ├── ReplanLimitReached        the plan's chain has used its replans (409)
-    │   └── BudgetExceeded            no plan fits the caller's budget (422)
+    ├── RequestRejected               the caller's request cannot be served as sent
+    │   ├── PayloadTooLarge           body over the configured limit
+    │   ├── UnsupportedMediaType      a body that is not declared as JSON
+    │   ├── Unauthorized              no valid API key for a planning endpoint
+    │   ├── ReplanRejected            a replan that names no step, a finished one, nothing
+    │   ├── ReplanLimitReached        the plan's chain has used its replans
+    │   └── BudgetExceeded            no plan fits the caller's budget
+    ├── NotReady                      starting (`not_ready`) or draining (`shutting_down`)
     ├── PlanParseError                no plan-shaped JSON in the model's answer
     ├── PlanValidationError           a plan that breaks a rule local repair cannot mend
     ├── LLMError                      the model call itself failed
@@ -14,9 +16,10 @@
     │   ├── LLMRateLimited            429: worth a try after `retry_after` seconds
     │   ├── LLMRejected               401/403/404/400: the same call will fail again
     │   └── LLMUnsupportedFormat      400 naming response_format: retry without it
-    └── PlanningFailed                every model failed and the fallback is off (5xx)
+    └── PlanningFailed                every model failed and the fallback is off
 
-The API maps each class to one HTTP status; nothing below the planner knows HTTP.
+`planner_arm.api.errors` maps each class to one HTTP status and writes the one error body;
+nothing here knows HTTP.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ class RequestRejected(PlannerError):
 
 class PayloadTooLarge(RequestRejected):
     code = "payload_too_large"
+
+
+class UnsupportedMediaType(RequestRejected):
+    code = "unsupported_media_type"
 
 
 class Unauthorized(RequestRejected):
@@ -85,6 +92,13 @@ class BudgetExceeded(RequestRejected):
     def __init__(self, detail: str, *, figures: dict[str, float | int]) -> None:
         super().__init__(detail)
         self.figures = figures
+
+
+class NotReady(PlannerError):
+    """The service takes no new work now: `not_ready` while starting, `shutting_down` while
+    it drains the requests it already accepted."""
+
+    code = "not_ready"
 
 
 class PlanParseError(PlannerError):

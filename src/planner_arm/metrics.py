@@ -23,11 +23,26 @@ from prometheus_client import (
 __all__ = ["PROMETHEUS_CONTENT_TYPE", "PlannerMetrics"]
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# Past 30 s, as far as the request timeout reaches (it may be up to 300 s).
+_LONG_LATENCY_BUCKETS = (60, 120, 180, 300)
 _TOKEN_BUCKETS = (16, 64, 256, 1024, 4096, 16384, 65536)
 
 
+def latency_buckets(longest_seconds: float) -> tuple[float, ...]:
+    """The latency buckets, reaching at least `longest_seconds` (the request timeout), so a
+    slow request lands in a bucket that says how slow rather than only in +Inf."""
+    buckets = list(_LATENCY_BUCKETS)
+    for edge in _LONG_LATENCY_BUCKETS:
+        if buckets[-1] >= longest_seconds:
+            break
+        buckets.append(edge)
+    return tuple(buckets)
+
+
 class PlannerMetrics:
-    def __init__(self, version: str, prompt_version: str) -> None:
+    def __init__(self, version: str, prompt_version: str, longest_seconds: float = 30.0) -> None:
+        """`longest_seconds`: the longest a request or a model call may take (the timeout)."""
+        buckets = latency_buckets(longest_seconds)
         self.registry = CollectorRegistry(auto_describe=True)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
@@ -41,7 +56,7 @@ class PlannerMetrics:
             "planner_http_request_duration_seconds",
             "HTTP request latency by route template.",
             ["method", "route"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=buckets,
             registry=r,
         )
         self.plans = Counter(
@@ -66,7 +81,7 @@ class PlannerMetrics:
             "planner_llm_call_duration_seconds",
             "LLM call latency by model.",
             ["model"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=buckets,
             registry=r,
         )
         self.llm_tokens = Counter(
@@ -137,7 +152,7 @@ class PlannerMetrics:
             "gen_ai_client_operation_duration_seconds",
             "LLM call duration (OpenTelemetry GenAI).",
             ["gen_ai_operation_name", "gen_ai_request_model", "error_type"],
-            buckets=_LATENCY_BUCKETS,
+            buckets=buckets,
             registry=r,
         )
 

@@ -22,19 +22,10 @@ from conftest import (
     make_settings,
     running_app,
 )
+from error_shape import assert_error_body as error_shape
 from invariants import assert_valid_plan
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
-
-
-def error_shape(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error", "detail", "request_id"}, body
-    assert body["error"] == code
-    assert body["request_id"]
-    assert "Traceback" not in response.text
-    return body
 
 
 def sample(metrics_text: str, name: str, **labels: str) -> float:
@@ -317,9 +308,10 @@ async def test_without_fallback_invalid_plans_list_the_problems(chat_route: resp
     async with running_app(make_settings(fallback={"enabled": False})) as client:
         response = await client.post("/plan", json=GOAL)
     body = error_shape(response, 502, "invalid_plan")
-    assert body["detail"].startswith("gpt-3.5-turbo: ")
-    assert "problems: " in body["detail"]
-    assert body["detail"].count("action is empty") == 1  # each problem named, once
+    assert "gpt-3.5-turbo" in body["detail"]
+    messages = [problem["message"] for problem in body["errors"]]
+    assert sum("action is empty" in message for message in messages) == 1  # each named, once
+    assert "action is empty" not in body["detail"]  # listed in errors alone
 
 
 async def test_without_fallback_deadline_is_504(chat_route: respx.Route) -> None:
@@ -360,8 +352,8 @@ async def test_invalid_requests_are_422(payload: object, where: list[str]) -> No
     async with running_app(make_settings(llm=False)) as client:
         response = await client.post("/plan", json=payload)
     body = error_shape(response, 422, "invalid_request")
-    assert any(error["loc"] == where for error in body["detail"]), body["detail"]
-    assert all(set(error) == {"loc", "msg", "type"} for error in body["detail"])
+    assert any(error["loc"] == where for error in body["errors"]), body["errors"]
+    assert all(set(error) == {"code", "message", "loc"} for error in body["errors"])
 
 
 async def test_malformed_json_is_422() -> None:

@@ -11,7 +11,7 @@ import respx
 
 from conftest import TEST_KEY, answer, make_settings, running_app
 from invariants import DEFAULT_ARMS, assert_valid_plan
-from planner_arm.api.auth import key_matches
+from planner_arm.api import auth
 
 GOAL = {"goal": "Fix authentication bug and add tests"}
 KEYS = {"auth": {"api_keys": ["key-one-0123456789", "key-two-9876543210"]}}
@@ -83,11 +83,25 @@ def test_keys_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "a-key" not in repr(settings)
 
 
-def test_key_comparison_checks_every_key() -> None:
-    keys = [b"first-key", b"second-key"]
-    assert key_matches("second-key", keys)
-    assert not key_matches("second-ke", keys)
-    assert not key_matches("", keys)
+def test_key_comparison_checks_every_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    compared: list[bytes] = []
+    real_compare = auth.hmac.compare_digest
+
+    def counting_compare(given: bytes, key: bytes) -> bool:
+        compared.append(key)
+        return real_compare(given, key)
+
+    monkeypatch.setattr(auth.hmac, "compare_digest", counting_compare)
+    keys = [b"first-key", b"second-key", b"third-key"]
+    # A match on the first key still compares the others: the time says nothing of which.
+    assert auth.key_matches("first-key", keys)
+    assert compared == keys
+    compared.clear()
+    assert not auth.key_matches("second-ke", keys)
+    assert compared == keys
+    compared.clear()
+    assert auth.key_matches("third-key", keys)
+    assert compared == keys
 
 
 async def test_limits_come_from_config() -> None:
@@ -230,16 +244,3 @@ async def test_goal_cannot_steer_the_plan_outside_the_contract(chat_route: respx
     assert any(r.startswith("arm_selected") for r in body["metadata"]["repairs"])
     sent = json.loads(chat_route.calls.last.request.content)["messages"]
     assert "<<<GOAL\n" + goal + "\nGOAL>>>" in sent[1]["content"]
-
-
-async def test_openapi_documents_every_status_with_an_example() -> None:
-    async with running_app(make_settings(llm=False)) as client:
-        schema = (await client.get("/openapi.json")).json()
-    plan = schema["paths"]["/plan"]["post"]["responses"]
-    assert set(plan) == {"200", "401", "413", "422", "502", "503", "504"}
-    for status in ("401", "413", "422", "502", "503", "504"):
-        example = plan[status]["content"]["application/json"]["example"]
-        assert set(example) == {"error", "detail", "request_id"}, status
-        assert plan[status]["description"]
-    assert set(schema["paths"]["/ready"]["get"]["responses"]) == {"200", "503"}
-    assert "text/plain" in schema["paths"]["/metrics"]["get"]["responses"]["200"]["content"]

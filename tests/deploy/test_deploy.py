@@ -358,3 +358,75 @@ def test_kustomize_renders_valid_objects() -> None:
     assert deployment["template"]["spec"]["containers"][0]["image"] == CONTAINER["image"]
     assert deployment["template"]["metadata"]["labels"]["app.kubernetes.io/part-of"] == "octollm"
     assert deployment["selector"] == DOCS["Deployment"]["spec"]["selector"]
+
+
+# --- the optional autoscaling on model calls in flight ----------------------------------------
+
+IN_FLIGHT = K8S / "components" / "hpa-in-flight"
+
+
+def _in_flight_hpa() -> dict[str, Any]:
+    """The base HPA with the component's JSON patch applied (it only appends to lists)."""
+    hpa: dict[str, Any] = json.loads(json.dumps(DOCS["HorizontalPodAutoscaler"]))
+    for op in yaml.safe_load((IN_FLIGHT / "hpa-in-flight-patch.yaml").read_text()):
+        assert op["op"] == "add"
+        assert op["path"].endswith("/-")
+        target: Any = hpa
+        for part in op["path"].strip("/").split("/")[:-1]:
+            target = target[part]
+        target.append(op["value"])
+    return hpa
+
+
+def test_in_flight_component_patches_the_base_hpa() -> None:
+    component = yaml.safe_load((IN_FLIGHT / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    (patch,) = component["patches"]
+    assert patch["target"]["kind"] == "HorizontalPodAutoscaler"
+    assert patch["target"]["name"] == DOCS["HorizontalPodAutoscaler"]["metadata"]["name"]
+    hpa = _in_flight_hpa()
+    validate(hpa)
+    kinds = [metric["type"] for metric in hpa["spec"]["metrics"]]
+    assert kinds == ["Resource", "Pods"]  # beside the CPU target, not instead of it
+
+
+async def test_in_flight_target_is_a_metric_the_app_exports_below_its_slots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (pods,) = [m["pods"] for m in _in_flight_hpa()["spec"]["metrics"] if m["type"] == "Pods"]
+    name = pods["metric"]["name"]
+    monkeypatch.setenv("PLANNER_CONFIG", str(REPO / "planner-config.yaml"))
+    settings = load_settings()
+    assert 0 < int(pods["target"]["averageValue"]) < settings.connection.max_in_flight
+    async with running_app(settings) as client:
+        exported = (await client.get("/metrics")).text
+    assert f"# TYPE {name} gauge" in exported
+    rule = yaml.safe_load((IN_FLIGHT / "prometheus-adapter-rule.yaml").read_text())
+    (adapter,) = rule["rules"]
+    assert adapter["seriesQuery"].startswith(name + "{")
+    assert adapter["name"]["as"] == name
+
+
+def test_kustomize_renders_the_in_flight_variant(tmp_path: Path) -> None:
+    if kustomize := shutil.which("kustomize"):
+        args = [kustomize, "build", str(tmp_path)]
+    elif kubectl := shutil.which("kubectl"):
+        args = [kubectl, "kustomize", str(tmp_path)]
+    else:
+        pytest.skip("no kustomize or kubectl here; the patch is checked by hand above")
+    # An overlay of the user's own, outside k8s/ (kustomize refuses one inside its base).
+    base = os.path.relpath(K8S, tmp_path)
+    overlay = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [base],
+        "components": [f"{base}/components/hpa-in-flight"],
+    }
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+    run = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 0, run.stderr
+    rendered = {doc["kind"]: doc for doc in yaml.safe_load_all(run.stdout) if doc}
+    hpa = rendered["HorizontalPodAutoscaler"]
+    validate(hpa)
+    assert hpa["spec"]["metrics"] == _in_flight_hpa()["spec"]["metrics"]
+    assert hpa["metadata"]["namespace"] == "octollm"

@@ -5,31 +5,23 @@ from __future__ import annotations
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import httpx
 import structlog
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from planner_arm.api.errors import install_error_handlers
 from planner_arm.api.middleware import BodyLimitMiddleware, HTTPMetricsMiddleware
-from planner_arm.api.routes import error_response, planning_router, router
+from planner_arm.api.openapi_docs import customise_openapi
+from planner_arm.api.request_context import RequestContextMiddleware
+from planner_arm.api.routes import planning_router, router
 from planner_arm.api.state import Services, service_version
 from planner_arm.clock import Clock
 from planner_arm.config import Settings, load_settings
-from planner_arm.errors import (
-    PayloadTooLarge,
-    PlannerError,
-    PlanningFailed,
-    RequestRejected,
-    Unauthorized,
-)
 from planner_arm.llm.client import LLMClient
 from planner_arm.llm.prompts import PROMPT_VERSION
-from planner_arm.logging import RequestContextMiddleware, configure_logging
+from planner_arm.logging import configure_logging
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import request_model_for
 from planner_arm.planning.cache import CachingPlanner
@@ -37,78 +29,6 @@ from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.traffic import TrafficStats
 
 log = structlog.get_logger("planner_arm.api.app")
-
-_PLANNING_FAILED_STATUS = {"llm_unavailable": 503, "deadline_exceeded": 504, "invalid_plan": 502}
-
-
-def _status_for(error: PlannerError) -> int:
-    if isinstance(error, PayloadTooLarge):
-        return 413
-    if isinstance(error, Unauthorized):
-        return 401
-    if isinstance(error, RequestRejected):
-        return 422
-    if isinstance(error, PlanningFailed):
-        return _PLANNING_FAILED_STATUS.get(error.code, 503)
-    if error.code == "not_ready":
-        return 503
-    return 500
-
-
-def _request_id(request: Request) -> str:
-    return str(request.scope.get("state", {}).get("request_id", ""))
-
-
-def _field_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
-    """Where and what, without echoing the caller's input back or linking to docs."""
-    return [
-        {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
-        for err in exc.errors()
-    ]
-
-
-def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(PlannerError)
-    async def planner_error(request: Request, exc: PlannerError) -> JSONResponse:
-        status = _status_for(exc)
-        detail: Any = exc.detail
-        if isinstance(exc, PlanningFailed) and exc.errors:
-            detail = f"{exc.detail}; problems: " + "; ".join(exc.errors)
-        log.warning("request_failed", status=status, error=exc.code)
-        response = error_response(status, exc.code, detail, _request_id(request))
-        if isinstance(exc, Unauthorized):
-            response.headers["WWW-Authenticate"] = 'Bearer realm="planner-arm"'
-        return response
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(422, "invalid_request", _field_errors(exc), _request_id(request))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 400:
-            # FastAPI's answer to a body its JSON parser gives up on (nested too deeply).
-            detail = [
-                {
-                    "loc": ["body"],
-                    "msg": "the body could not be parsed as JSON",
-                    "type": "json_invalid",
-                }
-            ]
-            return error_response(422, "invalid_request", detail, _request_id(request))
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        response = error_response(exc.status_code, code, str(exc.detail), _request_id(request))
-        if exc.headers:
-            response.headers.update(exc.headers)
-        return response
-
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        # Logged with its trace for us; the caller gets the shape and no internals.
-        log.exception("unhandled_error", error_type=type(exc).__name__)
-        return error_response(
-            500, "internal_error", "an unexpected error occurred", _request_id(request)
-        )
 
 
 def create_app(
@@ -125,7 +45,9 @@ def create_app(
     """
     settings = settings or load_settings()
     configure_logging(settings.server.log_level, settings.server.log_format)
-    metrics = PlannerMetrics(service_version(), PROMPT_VERSION)
+    metrics = PlannerMetrics(
+        service_version(), PROMPT_VERSION, longest_seconds=settings.planning.timeout_seconds
+    )
     services = Services(settings=settings, metrics=metrics, stats=TrafficStats())
 
     @asynccontextmanager
@@ -163,19 +85,31 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.services = services
-    app.include_router(planning_router(request_model_for(settings.limits)))
+    keys_required = bool(settings.auth.api_keys)
+    planning = planning_router(request_model_for(settings.limits), keys_required)
+    app.include_router(planning)
     app.include_router(router)
-    _install_error_handlers(app)
+    # What the metrics match a request against when a layer before routing answered it.
+    known_routes = [*app.routes, *planning.routes, *router.routes]
+    arm_ids = [arm.id for arm in settings.arms]
+    app.openapi = customise_openapi(app.openapi, arm_ids)  # type: ignore[method-assign]
+    install_error_handlers(app)
     # Added innermost first. Outside in: the request id (every later layer and error can use
     # it), the metrics (which then count 413s too), the body limit, then the routes.
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.server.max_body_bytes)
-    app.add_middleware(HTTPMetricsMiddleware, metrics=metrics)
+    app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=known_routes)
     if settings.server.cors_allow_origins:
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.server.cors_allow_origins,
             allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type", "X-API-Key", "X-Request-ID"],
+            allow_headers=[
+                "Authorization",
+                "Cache-Control",
+                "Content-Type",
+                "X-API-Key",
+                "X-Request-ID",
+            ],
             expose_headers=["X-Request-ID"],
         )
     app.add_middleware(RequestContextMiddleware)

@@ -6,28 +6,19 @@ so a chunked body or a lying Content-Length cannot get past it.
 
 from __future__ import annotations
 
-import json
 import time
+from collections.abc import Sequence
 
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from planner_arm.api.errors import error_response
 from planner_arm.metrics import PlannerMetrics
 
-
-async def send_error(send: Send, status: int, code: str, detail: str, request_id: str) -> None:
-    """Writes the one error shape without going through the app (used before routing)."""
-    body = json.dumps({"error": code, "detail": detail, "request_id": request_id}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+# Label values come from these fixed sets, never from what a client sends.
+METHOD_LABELS = frozenset({"GET", "POST", "HEAD", "OPTIONS"})
+OTHER_METHOD = "other"
+UNMATCHED_ROUTE = "unmatched"
 
 
 class BodyLimitMiddleware:
@@ -35,15 +26,18 @@ class BodyLimitMiddleware:
         self.app = app
         self.max_bytes = max_bytes
 
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request_id = scope.get("state", {}).get("request_id", "")
+        detail = f"The request body is over the limit of {self.max_bytes} bytes."
+        await error_response(413, "payload_too_large", detail, request_id)(scope, receive, send)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        request_id = scope.get("state", {}).get("request_id", "")
-        too_large = f"the request body is over the limit of {self.max_bytes} bytes"
         for name, value in scope.get("headers", []):
             if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await send_error(send, 413, "payload_too_large", too_large, request_id)
+                await self._too_large(scope, receive, send)
                 return
 
         chunks: list[bytes] = []
@@ -55,7 +49,7 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await send_error(send, 413, "payload_too_large", too_large, request_id)
+                await self._too_large(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -74,12 +68,31 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
 
-class HTTPMetricsMiddleware:
-    """Counts requests and latency by route template (never the raw path: bounded labels)."""
+def route_label(scope: Scope, routes: Sequence[BaseRoute]) -> str:
+    """The template of the route the request was for, even when a layer before routing (the
+    body limit) answered it; `unmatched` for a path no route takes."""
+    route = scope.get("route")
+    template = getattr(route, "path", None)
+    if template:
+        return str(template)
+    for candidate in routes:
+        template = getattr(candidate, "path", None)
+        if template and candidate.matches(scope)[0] is not Match.NONE:
+            return str(template)
+    return UNMATCHED_ROUTE
 
-    def __init__(self, app: ASGIApp, metrics: PlannerMetrics) -> None:
+
+def method_label(method: str) -> str:
+    return method if method in METHOD_LABELS else OTHER_METHOD
+
+
+class HTTPMetricsMiddleware:
+    """Counts requests and latency by method, route template and status: bounded labels."""
+
+    def __init__(self, app: ASGIApp, metrics: PlannerMetrics, routes: Sequence[BaseRoute]) -> None:
         self.app = app
         self.metrics = metrics
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -97,9 +110,8 @@ class HTTPMetricsMiddleware:
         try:
             await self.app(scope, receive, send_and_note)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            method = scope["method"]
+            template = route_label(scope, self.routes)
+            method = method_label(scope["method"])
             metrics = self.metrics
             metrics.child(metrics.http_requests, method, template, str(status)).inc()
             metrics.child(metrics.http_latency, method, template).observe(

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
+from email.message import Message
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 
+from planner_arm.api import openapi_docs as docs
 from planner_arm.api.auth import check_api_key
-from planner_arm.api.openapi_docs import METRICS_RESPONSES, PLAN_RESPONSES, READY_RESPONSES
+from planner_arm.api.request_context import use_request_id
 from planner_arm.api.state import Services, get_services, service_version
-from planner_arm.errors import PlannerError
+from planner_arm.errors import NotReady, PlannerError, UnsupportedMediaType
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE
 from planner_arm.plan.schemas import (
     ArmInfo,
     CapabilitiesResponse,
-    ErrorResponse,
     HealthResponse,
     PlanRequest,
     PlanResponse,
@@ -37,18 +39,52 @@ async def planning_services(request: Request) -> tuple[Services, CachingPlanner]
     """
     services: Services = request.app.state.services
     check_api_key(request, services.api_keys)
+    if services.state == "stopping":
+        # Requests already admitted finish; a new one might outlast the drain and be cut off,
+        # so it is sent at once to try again, elsewhere or later.
+        raise NotReady("the service is shutting down", code="shutting_down")
     if services.plans is None or services.state == "starting":
-        raise PlannerError("the planner is not ready", code="not_ready")
+        raise NotReady("the planner is not ready")
     return services, services.plans
+
+
+def _is_json(content_type: str) -> bool:
+    if content_type == "application/json":  # what nearly every caller sends
+        return True
+    message = Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+
+
+class JSONBodyRoute(APIRoute):
+    """A route whose body must be declared as JSON: anything else is a 415 that says so,
+    rather than a 422 about a string that is not an object."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def handle_json(request: Request) -> Response:
+            content_type = request.headers.get("content-type", "")
+            if not _is_json(content_type) and await request.body():
+                raise UnsupportedMediaType(
+                    "The body must be JSON, sent with content-type: application/json "
+                    f"(this one was {'sent as ' + content_type if content_type else 'untyped'})."
+                )
+            return await handle(request)
+
+        return handle_json
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 PlanningDep = Annotated[tuple[Services, CachingPlanner], Depends(planning_services)]
 
 
-def planning_router(request_model: type[PlanRequest]) -> APIRouter:
+def planning_router(request_model: type[PlanRequest], keys_required: bool) -> APIRouter:
     """The planning endpoints, behind the API key, with this app's request limits."""
-    router = APIRouter()
+    router = APIRouter(route_class=JSONBodyRoute)
 
     async def create_plan(
         body: PlanRequest, request: Request, planning: PlanningDep
@@ -58,7 +94,7 @@ def planning_router(request_model: type[PlanRequest]) -> APIRouter:
         plan_request = body
         no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
         if plan_request.request_id:
-            request.scope["state"]["request_id"] = plan_request.request_id
+            use_request_id(request.scope, plan_request.request_id)
         request_id: str = request.scope["state"]["request_id"]
         started = time.perf_counter()
         try:
@@ -74,16 +110,33 @@ def planning_router(request_model: type[PlanRequest]) -> APIRouter:
     # The body's model is this app's (its limits come from config), so it is set here rather
     # than in the signature, where annotations are strings resolved in module scope.
     create_plan.__annotations__["body"] = request_model
-    router.post("/plan", response_model=PlanResponse, responses=PLAN_RESPONSES)(create_plan)
+    router.post(
+        "/plan",
+        response_model=PlanResponse,
+        operation_id="createPlan",
+        responses=docs.PLAN_RESPONSES,
+        openapi_extra=docs.operation_extra(
+            docs.PLAN_REQUEST_ID_HEADER,
+            docs.CACHE_CONTROL_HEADER,
+            secured=True,
+            required=keys_required,
+        ),
+    )(create_plan)
     return router
 
 
 router = APIRouter()
 
 
-@router.get("/health", response_model=HealthResponse)
+@router.get(
+    "/health",
+    response_model=HealthResponse,
+    operation_id="getHealth",
+    responses=docs.HEALTH_RESPONSES,
+    openapi_extra=docs.operation_extra(docs.REQUEST_ID_HEADER),
+)
 async def health(services: ServicesDep) -> HealthResponse:
-    """Liveness: the process answers. Never calls the LLM."""
+    """Liveness: the process answers. Never calls a model."""
     return HealthResponse(
         status="healthy",
         version=service_version(),
@@ -95,15 +148,27 @@ async def health(services: ServicesDep) -> HealthResponse:
     )
 
 
-@router.get("/ready", response_model=ReadyResponse, responses=READY_RESPONSES)
+@router.get(
+    "/ready",
+    response_model=ReadyResponse,
+    operation_id="getReadiness",
+    responses=docs.READY_RESPONSES,
+    openapi_extra=docs.operation_extra(docs.REQUEST_ID_HEADER),
+)
 async def ready(services: ServicesDep) -> ReadyResponse:
-    """Readiness: 200 once the planner is built, 503 before that and while shutting down."""
+    """Readiness: 200 while the service takes plan requests; 503 while starting or stopping."""
     if services.state != "ready":
-        raise PlannerError(f"the service is {services.state}", code="not_ready")
+        raise NotReady(f"the service is {services.state}")
     return ReadyResponse(status="ready")
 
 
-@router.get("/capabilities", response_model=CapabilitiesResponse)
+@router.get(
+    "/capabilities",
+    response_model=CapabilitiesResponse,
+    operation_id="getCapabilities",
+    responses=docs.CAPABILITIES_RESPONSES,
+    openapi_extra=docs.operation_extra(docs.REQUEST_ID_HEADER),
+)
 async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
     """What this arm does, measured from this process's own traffic."""
     settings = services.settings
@@ -127,12 +192,13 @@ async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
     )
 
 
-@router.get("/metrics", response_class=Response, responses=METRICS_RESPONSES)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    operation_id="getMetrics",
+    responses=docs.METRICS_RESPONSES,
+    openapi_extra=docs.operation_extra(docs.REQUEST_ID_HEADER),
+)
 async def metrics(services: ServicesDep) -> Response:
     """Prometheus text format."""
     return Response(services.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
-
-
-def error_response(status: int, code: str, detail: Any, request_id: str) -> JSONResponse:
-    body = ErrorResponse(error=code, detail=detail, request_id=request_id)
-    return JSONResponse(body.model_dump(), status_code=status)

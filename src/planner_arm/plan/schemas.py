@@ -7,13 +7,27 @@ additions a caller can ignore.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from planner_arm.config import LimitsSettings
 
 MAX_REQUEST_ID_CHARS = 128
+REQUEST_ID_PATTERN = r"^[\x20-\x7e]+$"
+
+# The one rule for a caller's request id, in the body or the X-Request-ID header: printable
+# ASCII only, since it is echoed in a response header.
+RequestId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_REQUEST_ID_CHARS,
+        pattern=REQUEST_ID_PATTERN,
+        description="Your id for this request, echoed in the answer and in every log line "
+        f"(printable ASCII, at most {MAX_REQUEST_ID_CHARS} characters)",
+    ),
+]
 
 # validated: an edited plan checked by POST /plan/validate, never planned by a model.
 PlanSource = Literal["llm", "fallback", "cache", "validated"]
@@ -63,13 +77,53 @@ def _nests(value: Any) -> bool:
     return isinstance(value, dict | list)
 
 
+def _limited_fields(limits: LimitsSettings) -> dict[str, Any]:
+    """The fields whose limits come from config, so the checks and the schema agree."""
+    kib = limits.max_context_bytes / 1024
+    return {
+        "goal": (
+            str,
+            Field(
+                min_length=1,
+                max_length=limits.max_goal_chars,
+                description=f"What to accomplish: not blank, at most {limits.max_goal_chars} "
+                "characters",
+                # Documented for clients; enforced by _goal_not_blank with a clearer message.
+                json_schema_extra={"pattern": r"\S"},
+            ),
+        ),
+        "constraints": (
+            list[str],
+            Field(
+                default_factory=list,
+                max_length=limits.max_constraints,
+                description=f"Rules the plan must respect: at most {limits.max_constraints}, "
+                f"each at most {limits.max_constraint_chars} characters",
+                # Enforced by _constraints_short, which names the constraint that is too long.
+                json_schema_extra={
+                    "items": {"type": "string", "maxLength": limits.max_constraint_chars}
+                },
+            ),
+        ),
+        "context": (
+            dict[str, Any],
+            Field(
+                default_factory=dict,
+                description=f"Anything the planner should know: at most {kib:g} KiB as JSON, "
+                f"nested at most {limits.max_context_depth} levels deep",
+            ),
+        ),
+    }
+
+
+_DEFAULT_FIELDS = _limited_fields(LimitsSettings())
+
+
 class PlanRequest(BaseModel):
-    """What to plan for. Unknown fields are refused so a typo is not silently ignored.
+    """What to plan for. Unknown fields are refused, so a typo is not silently ignored."""
 
-    The limits come from config: `request_model_for(limits)` makes the class an app uses;
-    this base carries the defaults.
-    """
-
+    # The limits come from config: `request_model_for(limits)` makes the class an app uses;
+    # this base carries the defaults.
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
@@ -84,19 +138,10 @@ class PlanRequest(BaseModel):
     )
     limits: ClassVar[LimitsSettings] = LimitsSettings()
 
-    goal: str = Field(
-        min_length=1,
-        max_length=limits.max_goal_chars,
-        description="What to accomplish (not blank)",
-        # Documented for clients; enforced by _goal_not_blank with a clearer message.
-        json_schema_extra={"pattern": r"\S"},
-    )
-    constraints: list[str] = Field(default_factory=list, max_length=limits.max_constraints)
-    context: dict[str, Any] = Field(default_factory=dict)
-    # Printable ASCII only: it is echoed in a response header.
-    request_id: str | None = Field(
-        default=None, min_length=1, max_length=MAX_REQUEST_ID_CHARS, pattern=r"^[\x20-\x7e]+$"
-    )
+    goal: str = _DEFAULT_FIELDS["goal"][1]
+    constraints: list[str] = _DEFAULT_FIELDS["constraints"][1]
+    context: dict[str, Any] = _DEFAULT_FIELDS["context"][1]
+    request_id: RequestId | None = None
     options: PlanOptions = Field(default_factory=PlanOptions)
     budget: Budget | None = None
 
@@ -145,20 +190,7 @@ def request_model_for(
     so the checks and the OpenAPI schema agree."""
     if limits == base.limits:
         return base
-    model = create_model(
-        base.__name__,
-        __base__=base,
-        goal=(
-            str,
-            Field(
-                min_length=1,
-                max_length=limits.max_goal_chars,
-                description="What to accomplish (not blank)",
-                json_schema_extra={"pattern": r"\S"},
-            ),
-        ),
-        constraints=(list[str], Field(default_factory=list, max_length=limits.max_constraints)),
-    )
+    model = create_model(base.__name__, __base__=base, **_limited_fields(limits))
     model.limits = limits
     return model
 
@@ -226,12 +258,25 @@ class PlanResponse(BaseModel):
     diff: PlanDiff | None = Field(None, description="A replan's changes; null on /plan")
 
 
+class ErrorItem(BaseModel):
+    """One problem of a request or of a plan."""
+
+    code: str = Field(description="A stable, machine-readable code for this problem")
+    message: str = Field(description="What is wrong, for a person")
+    loc: list[str | int] | None = Field(
+        None, description='Where in the request the problem is, e.g. ["body", "goal"]'
+    )
+
+
 class ErrorResponse(BaseModel):
     """The one error shape of every endpoint."""
 
     error: str = Field(description="A stable, machine-readable code")
-    detail: str | list[dict[str, Any]] = Field(description="What went wrong, for a person")
-    request_id: str
+    detail: str = Field(description="What went wrong, in one sentence for a person")
+    request_id: str = Field(description="The id of the request, as in the X-Request-ID header")
+    errors: list[ErrorItem] | None = Field(
+        None, description="Each problem, when the request or the plan had one or more"
+    )
 
 
 class HealthResponse(BaseModel):

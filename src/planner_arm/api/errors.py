@@ -1,0 +1,166 @@
+"""Errors over HTTP: the status of each error, and the one function that writes the body.
+
+Every error answer, whoever raises it (a handler, the request-context or body-limit
+middleware, FastAPI's own validation), is built by `error_response`:
+`{"error": code, "detail": one sentence, "request_id": id}`, plus `errors` listing each
+problem when a request (422) or the model's plans (502) had some. 503 and 504 answers carry
+`Retry-After`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from planner_arm.errors import (
+    NotReady,
+    PayloadTooLarge,
+    PlannerError,
+    PlanningFailed,
+    RequestRejected,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+from planner_arm.plan.schemas import ErrorItem, ErrorResponse
+
+log = structlog.get_logger("planner_arm.api.errors")
+
+_PLANNING_FAILED_STATUS = {"llm_unavailable": 503, "deadline_exceeded": 504, "invalid_plan": 502}
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+# Starting or draining: another replica (or this one in a moment) can take the request.
+SERVICE_BUSY_RETRY_SECONDS = 1
+
+
+def status_for(error: PlannerError) -> int:
+    if isinstance(error, PayloadTooLarge):
+        return 413
+    if isinstance(error, UnsupportedMediaType):
+        return 415
+    if isinstance(error, Unauthorized):
+        return 401
+    if isinstance(error, RequestRejected):
+        return 422
+    if isinstance(error, PlanningFailed):
+        return _PLANNING_FAILED_STATUS.get(error.code, 503)
+    if isinstance(error, NotReady):
+        return 503
+    return 500
+
+
+def error_response(
+    status: int,
+    code: str,
+    detail: str,
+    request_id: str,
+    problems: Sequence[ErrorItem] = (),
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """The one error answer of the whole API."""
+    body = ErrorResponse(
+        error=code, detail=detail, request_id=request_id, errors=list(problems) or None
+    )
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=status, headers=headers)
+
+
+def validation_problems(errors: Iterable[Any], prefix: Sequence[str | int] = ()) -> list[ErrorItem]:
+    """pydantic's errors as problems: where and what, never the caller's input or a doc link."""
+    return [
+        ErrorItem(
+            code=str(err.get("type", "invalid")),
+            message=str(err.get("msg", "")),
+            loc=[*prefix, *err.get("loc", ())],
+        )
+        for err in errors
+    ]
+
+
+def invalid_request_detail(problems: Sequence[ErrorItem]) -> str:
+    first = problems[0]
+    where = ".".join(str(part) for part in first.loc or ())
+    more = len(problems) - 1
+    tail = f" (and {more} more problem{'s' if more > 1 else ''}, listed in errors)" if more else ""
+    return f"The request is not valid: {where + ': ' if where else ''}{first.message}{tail}."
+
+
+def invalid_request_response(request_id: str, problems: Sequence[ErrorItem]) -> JSONResponse:
+    return error_response(
+        422, "invalid_request", invalid_request_detail(problems), request_id, problems
+    )
+
+
+def _plan_problems(error: PlanningFailed) -> list[ErrorItem]:
+    """Each problem of the model's last plan: text, or a value with `code` and a message."""
+    items = []
+    for problem in error.errors:
+        if isinstance(problem, str):
+            items.append(ErrorItem(code=error.code, message=problem))
+        else:
+            message = getattr(problem, "message", None) or getattr(problem, "detail", "")
+            items.append(ErrorItem(code=str(problem.code), message=str(message)))
+    return items
+
+
+def _retry_after(request: Request, error: PlannerError) -> str:
+    """Seconds until a retry has a chance: a model circuit's cooldown when one is open."""
+    services = request.app.state.services
+    if isinstance(error, PlanningFailed) and services.llm_status() == "degraded":
+        return str(math.ceil(services.settings.circuit.cooldown_seconds))
+    return str(SERVICE_BUSY_RETRY_SECONDS)
+
+
+def _request_id(request: Request) -> str:
+    return str(request.scope.get("state", {}).get("request_id", ""))
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(PlannerError)
+    async def planner_error(request: Request, exc: PlannerError) -> JSONResponse:
+        status = status_for(exc)
+        problems: list[ErrorItem] = []
+        detail = exc.detail
+        if isinstance(exc, PlanningFailed) and exc.errors:
+            problems = _plan_problems(exc)
+            count = len(problems)
+            detail = (
+                f"No valid plan: the model's last answer ({exc.detail}) had {count} "
+                f"problem{'s' if count > 1 else ''}, listed in errors."
+            )
+        headers: dict[str, str] = {}
+        if isinstance(exc, Unauthorized):
+            headers["WWW-Authenticate"] = 'Bearer realm="planner-arm"'
+        if status in (503, 504):
+            headers["Retry-After"] = _retry_after(request, exc)
+        log.warning("request_failed", status=status, error=exc.code)
+        return error_response(status, exc.code, detail, _request_id(request), problems, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return invalid_request_response(_request_id(request), validation_problems(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400:
+            # FastAPI's answer to a body its JSON parser gives up on (nested too deeply).
+            problem = ErrorItem(
+                code="json_invalid", message="the body could not be parsed as JSON", loc=["body"]
+            )
+            return invalid_request_response(_request_id(request), [problem])
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        return error_response(
+            exc.status_code, code, str(exc.detail), _request_id(request), headers=exc.headers
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Logged with its trace for us; the caller gets the shape and no internals.
+        log.exception("unhandled_error", error_type=type(exc).__name__)
+        return error_response(
+            500, "internal_error", "an unexpected error occurred", _request_id(request)
+        )

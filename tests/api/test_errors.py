@@ -1,0 +1,162 @@
+"""Error answers: one shape whoever writes them, 415 for a body not sent as JSON, the same 422
+for a bad request id in the header as in the body, Retry-After on 503 and 504, and what a
+request meets while the service drains."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+import respx
+
+from conftest import FakeClock, answer, good_plan, make_settings, running_app
+from error_shape import assert_error_body
+from invariants import assert_valid_plan
+
+GOAL = {"goal": "Fix authentication bug and add tests"}
+
+
+async def test_every_layer_writes_the_same_error_shape() -> None:
+    """The 413 (written by the body-limit middleware before routing) and the 422 (written by
+    the validation handler) have the same keys and a string detail."""
+    big = json.dumps({"goal": "g", "context": {"x": "y" * 70_000}}).encode()
+    async with running_app(make_settings(llm=False)) as client:
+        too_large = await client.post(
+            "/plan", content=big, headers={"content-type": "application/json"}
+        )
+        invalid = await client.post("/plan", json={"goal": "", "goals": "typo"})
+    large_body = assert_error_body(too_large, 413, "payload_too_large")
+    invalid_body = assert_error_body(invalid, 422, "invalid_request")
+    assert "65536 bytes" in large_body["detail"]
+    assert "errors" not in large_body
+    assert invalid_body["detail"].startswith("The request is not valid: body.goal")
+    assert "1 more problem" in invalid_body["detail"]
+    assert {tuple(e["loc"]) for e in invalid_body["errors"]} == {
+        ("body", "goal"),
+        ("body", "goals"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("content_type", "said"),
+    [
+        ("text/plain", "sent as text/plain"),
+        ("application/x-www-form-urlencoded", "sent as application/x-www-form-urlencoded"),
+        (None, "untyped"),
+    ],
+)
+async def test_a_body_not_sent_as_json_is_415(content_type: str | None, said: str) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post("/plan", content=json.dumps(GOAL), headers=headers)
+    assert response.request.headers.get("content-type") == content_type
+    body = assert_error_body(response, 415, "unsupported_media_type")
+    assert "content-type: application/json" in body["detail"]
+    assert said in body["detail"]
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json; charset=utf-8", "application/vnd.plan+json"]
+)
+async def test_json_with_parameters_or_a_json_suffix_is_accepted(content_type: str) -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post(
+            "/plan", content=json.dumps(GOAL), headers={"content-type": content_type}
+        )
+    assert response.status_code == 200
+    assert_valid_plan(response.json())
+
+
+@pytest.mark.parametrize("bad_id", ["r" * 129, "tab\there"])
+async def test_a_bad_request_id_header_gets_the_answer_the_body_gets(bad_id: str) -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        in_header = await client.post("/plan", json=GOAL, headers={"X-Request-ID": bad_id})
+        in_body = await client.post("/plan", json={**GOAL, "request_id": bad_id})
+        on_a_probe = await client.get("/health", headers={"X-Request-ID": bad_id})
+    header_body = assert_error_body(in_header, 422, "invalid_request")
+    body_body = assert_error_body(in_body, 422, "invalid_request")
+    assert_error_body(on_a_probe, 422, "invalid_request")
+
+    def problems(body: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(e["code"], e["message"]) for e in body["errors"]]
+
+    assert problems(header_body) == problems(body_body)
+    assert header_body["errors"][0]["loc"] == ["header", "x-request-id"]
+    assert body_body["errors"][0]["loc"] == ["body", "request_id"]
+    assert in_header.headers["x-request-id"] != bad_id  # a fresh id, not the refused one
+
+
+async def test_retry_after_on_deadline_and_on_an_open_circuit(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.return_value = httpx.Response(503, json={})
+    settings = make_settings(
+        fallback={"enabled": False},
+        circuit={"consecutive_failures": 1, "cooldown_seconds": 42.5},
+        retry={"max_llm_calls": 1},
+    )
+    async with running_app(settings, fake_clock) as client:
+        unavailable = await client.post("/plan", json=GOAL)
+    assert_error_body(unavailable, 503, "llm_unavailable")
+    assert unavailable.headers["retry-after"] == "43"  # the circuit's cooldown, whole seconds
+
+
+async def test_retry_after_on_504(chat_route: respx.Route) -> None:
+    async def hang(request: httpx.Request) -> httpx.Response:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    chat_route.side_effect = hang
+    settings = make_settings(planning={"timeout_seconds": 0.2}, fallback={"enabled": False})
+    async with running_app(settings) as client:
+        response = await client.post("/plan", json=GOAL)
+    assert_error_body(response, 504, "deadline_exceeded")
+    assert int(response.headers["retry-after"]) >= 1
+
+
+async def test_not_ready_says_when_to_retry() -> None:
+    from planner_arm.api.app import create_app
+
+    app = create_app(make_settings(llm=False))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://planner") as client:
+        ready = await client.get("/ready")
+        plan = await client.post("/plan", json=GOAL)
+    assert_error_body(ready, 503, "not_ready")
+    assert_error_body(plan, 503, "not_ready")
+    assert ready.headers["retry-after"] == plan.headers["retry-after"] == "1"
+
+
+async def test_draining_finishes_accepted_plans_and_turns_new_ones_away(
+    chat_route: respx.Route,
+) -> None:
+    from planner_arm.api.app import create_app
+
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        arrived.set()
+        await release.wait()
+        return answer(good_plan())
+
+    chat_route.side_effect = held
+    app = create_app(make_settings(), http_client=httpx.AsyncClient())
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://planner") as client:
+            accepted = asyncio.create_task(client.post("/plan", json=GOAL))
+            await arrived.wait()
+            app.state.services.begin_shutdown()  # what SIGTERM does
+            late = await client.post("/plan", json={"goal": "Write the release notes"})
+            ready = await client.get("/ready")
+            release.set()
+            first = await accepted
+    assert first.status_code == 200
+    assert first.json()["metadata"]["source"] == "llm"
+    assert_error_body(late, 503, "shutting_down")
+    assert late.headers["retry-after"] == "1"
+    assert_error_body(ready, 503, "not_ready")
+    assert chat_route.call_count == 1
