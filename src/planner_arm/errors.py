@@ -7,8 +7,13 @@
     │   ├── Unauthorized              no valid API key for a planning endpoint
     │   ├── ReplanRejected            a replan that names no step, a finished one, nothing
     │   ├── ReplanLimitReached        the plan's chain has used its replans
-    │   └── BudgetExceeded            no plan fits the caller's budget
+    │   ├── BudgetExceeded            no plan fits the caller's budget
+    │   ├── PlanNotFound              no stored plan has this id
+    │   ├── IdempotencyKeyReused      the key was used with another body
+    │   ├── InvalidIdempotencyKey     an Idempotency-Key that breaks the rules
+    │   └── IdempotencyInProgress     the key's first request is still planning
     ├── NotReady                      starting (`not_ready`) or draining (`shutting_down`)
+    ├── StoreUnavailable              the plan store (Redis) does not answer
     ├── PlanParseError                no plan-shaped JSON in the model's answer
     ├── PlanValidationError           a plan that breaks a rule local repair cannot mend
     ├── LLMError                      the model call itself failed
@@ -156,3 +161,25 @@ class PlanningFailed(PlannerError):
     def __init__(self, detail: str, *, code: str, errors: list[str] | None = None) -> None:
         super().__init__(detail, code=code)
         self.errors = errors or []
+
+
+class PlanNotFound(RequestRejected):
+    code = "plan_not_found"
+
+
+class IdempotencyKeyReused(RequestRejected):
+    code = "idempotency_key_reused"
+
+
+class InvalidIdempotencyKey(RequestRejected):
+    code = "invalid_idempotency_key"
+
+
+class IdempotencyInProgress(RequestRejected):
+    code = "idempotency_in_progress"
+
+
+class StoreUnavailable(PlannerError):
+    """The plan store failed; writes fail soft, reads with no other source answer 503."""
+
+    code = "store_unavailable"

@@ -140,6 +140,29 @@ class PlannerMetrics:
             ["result"],
             registry=r,
         )
+        self.replans = Counter(
+            "planner_replans",
+            "Replans answered, by source (llm, fallback).",
+            ["source"],
+            registry=r,
+        )
+        self.validations = Counter(
+            "planner_validations",
+            "Edited plans checked by /plan/validate, by outcome (valid, invalid).",
+            ["outcome"],
+            registry=r,
+        )
+        self.store_errors = Counter(
+            "planner_store_errors",
+            "Plan store operations that failed (the answer went out without them).",
+            ["operation"],
+            registry=r,
+        )
+        self.idempotent_replays = Counter(
+            "planner_idempotent_replays",
+            "Requests answered with the stored answer of their Idempotency-Key.",
+            registry=r,
+        )
         # OpenTelemetry GenAI semantic-convention names, for dashboards built on them.
         self.genai_tokens = Histogram(
             "gen_ai_client_token_usage",

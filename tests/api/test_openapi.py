@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from conftest import make_settings, running_app
 from planner_arm.plan.schemas import (
@@ -17,19 +18,32 @@ from planner_arm.plan.schemas import (
     PlanResponse,
     ReadyResponse,
 )
+from planner_arm.plan.validate_schemas import ValidateResponse
 
 OPERATIONS = {
     ("/plan", "post"): (
         "createPlan",
-        {"200", "401", "413", "415", "422", "500", "502", "503", "504"},
+        {"200", "400", "401", "409", "413", "415", "422", "500", "502", "503", "504"},
     ),
+    ("/replan", "post"): (
+        "replanPlan",
+        {"200", "400", "401", "404", "409", "413", "415", "422", "500", "502", "503", "504"},
+    ),
+    ("/plan/validate", "post"): (
+        "validatePlan",
+        {"200", "401", "413", "415", "422", "500", "503"},
+    ),
+    ("/plan/{plan_id}", "get"): ("getPlan", {"200", "401", "404", "422", "500", "503"}),
     ("/health", "get"): ("getHealth", {"200", "422", "500"}),
     ("/ready", "get"): ("getReadiness", {"200", "422", "500", "503"}),
     ("/capabilities", "get"): ("getCapabilities", {"200", "422", "500"}),
     ("/metrics", "get"): ("getMetrics", {"200", "422", "500"}),
 }
-OK_MODELS = {
+OK_MODELS: dict[str, type[BaseModel]] = {
     "/plan": PlanResponse,
+    "/replan": PlanResponse,
+    "/plan/{plan_id}": PlanResponse,
+    "/plan/validate": ValidateResponse,
     "/health": HealthResponse,
     "/ready": ReadyResponse,
     "/capabilities": CapabilitiesResponse,
@@ -87,7 +101,10 @@ async def test_the_headers_the_service_reads_are_declared() -> None:
         assert re.fullmatch(request_id["schema"]["pattern"], "abc-123")
         assert not re.fullmatch(request_id["schema"]["pattern"], "a\r\nb")
     plan_headers = {p["name"] for p in document["paths"]["/plan"]["post"]["parameters"]}
-    assert plan_headers == {"X-Request-ID", "Cache-Control"}
+    assert plan_headers == {"X-Request-ID", "Cache-Control", "Idempotency-Key"}
+    replan_headers = {p["name"]: p for p in document["paths"]["/replan"]["post"]["parameters"]}
+    assert set(replan_headers) == {"X-Request-ID", "Idempotency-Key"}
+    assert replan_headers["Idempotency-Key"]["schema"]["maxLength"] == 255
 
 
 async def test_every_limit_in_force_is_in_the_schema() -> None:

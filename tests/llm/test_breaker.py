@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from conftest import FakeClock
-from planner_arm.config import CircuitSettings
+from planner_arm.config_sections import CircuitSettings
 from planner_arm.llm.breaker import CircuitBreakers, CircuitState, ModelCircuit
 
 

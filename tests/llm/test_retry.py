@@ -6,7 +6,7 @@ import pytest
 
 from conftest import FakeClock
 from planner_arm.clock import Deadline
-from planner_arm.config import RetrySettings
+from planner_arm.config_sections import RetrySettings
 from planner_arm.errors import (
     LLMError,
     LLMRateLimited,

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import make_settings
 from invariants import assert_valid_plan
-from planner_arm.config import Price
+from planner_arm.config_sections import Price
 from planner_arm.errors import BudgetExceeded
 from planner_arm.pipeline.assembly import assemble_response
 from planner_arm.plan.arms import ArmResolver

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from planner_arm.api.errors import install_error_handlers
+from planner_arm.api.lifecycle_routes import lifecycle_router
 from planner_arm.api.middleware import BodyLimitMiddleware, HTTPMetricsMiddleware
 from planner_arm.api.openapi_docs import customise_openapi
 from planner_arm.api.request_context import RequestContextMiddleware
@@ -23,10 +24,14 @@ from planner_arm.llm.client import LLMClient
 from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.logging import configure_logging
 from planner_arm.metrics import PlannerMetrics
+from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.schemas import request_model_for
 from planner_arm.planning.cache import CachingPlanner
+from planner_arm.planning.lifecycle import PlanLifecycle
 from planner_arm.planning.planner import PlannerArm
+from planner_arm.planning.replan import Replanner
 from planner_arm.planning.traffic import TrafficStats
+from planner_arm.store.factory import build_store
 
 log = structlog.get_logger("planner_arm.api.app")
 
@@ -62,6 +67,15 @@ def create_app(
             )
         services.planner = PlannerArm(settings, services.llm, metrics, clock, rng)
         services.plans = CachingPlanner(services.planner, settings, metrics, services.planner.clock)
+        services.store = build_store(settings, services.planner.clock)
+        services.lifecycle = PlanLifecycle(
+            services.planner,
+            services.plans,
+            Replanner(services.planner),
+            services.store,
+            settings,
+            metrics,
+        )
         services.state = "ready"
         metrics.ready.set(1)
         log.info(
@@ -69,6 +83,7 @@ def create_app(
             version=service_version(),
             model=settings.model.name,
             llm="configured" if settings.llm_enabled else "disabled",
+            store=services.store.kind,
         )
         try:
             yield
@@ -76,6 +91,8 @@ def create_app(
             services.begin_shutdown()
             if services.llm is not None:
                 await services.llm.aclose()
+            if services.store is not None:
+                await services.store.aclose()
             log.info("service_stopped")
 
     app = FastAPI(
@@ -87,10 +104,12 @@ def create_app(
     app.state.services = services
     keys_required = bool(settings.auth.api_keys)
     planning = planning_router(request_model_for(settings.limits), keys_required)
+    lifecycle = lifecycle_router(request_model_for(settings.limits, ReplanRequest), keys_required)
     app.include_router(planning)
+    app.include_router(lifecycle)
     app.include_router(router)
     # What the metrics match a request against when a layer before routing answered it.
-    known_routes = [*app.routes, *planning.routes, *router.routes]
+    known_routes = [*app.routes, *planning.routes, *lifecycle.routes, *router.routes]
     arm_ids = [arm.id for arm in settings.arms]
     app.openapi = customise_openapi(app.openapi, arm_ids)  # type: ignore[method-assign]
     install_error_handlers(app)

@@ -20,11 +20,18 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from planner_arm.errors import (
+    BudgetExceeded,
+    IdempotencyInProgress,
+    InvalidIdempotencyKey,
     NotReady,
     PayloadTooLarge,
     PlannerError,
     PlanningFailed,
+    PlanNotFound,
+    ReplanLimitReached,
+    ReplanRejected,
     RequestRejected,
+    StoreUnavailable,
     Unauthorized,
     UnsupportedMediaType,
 )
@@ -38,19 +45,27 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 SERVICE_BUSY_RETRY_SECONDS = 1
 
 
+# Most specific first: every request error not named here is a 422.
+_STATUS_BY_CLASS: tuple[tuple[type[PlannerError], int], ...] = (
+    (PayloadTooLarge, 413),
+    (UnsupportedMediaType, 415),
+    (Unauthorized, 401),
+    (PlanNotFound, 404),
+    (InvalidIdempotencyKey, 400),
+    (ReplanLimitReached, 409),
+    (IdempotencyInProgress, 409),
+    (RequestRejected, 422),
+    (NotReady, 503),
+    (StoreUnavailable, 503),
+)
+
+
 def status_for(error: PlannerError) -> int:
-    if isinstance(error, PayloadTooLarge):
-        return 413
-    if isinstance(error, UnsupportedMediaType):
-        return 415
-    if isinstance(error, Unauthorized):
-        return 401
-    if isinstance(error, RequestRejected):
-        return 422
     if isinstance(error, PlanningFailed):
         return _PLANNING_FAILED_STATUS.get(error.code, 503)
-    if isinstance(error, NotReady):
-        return 503
+    for error_class, status in _STATUS_BY_CLASS:
+        if isinstance(error, error_class):
+            return status
     return 500
 
 
@@ -61,10 +76,15 @@ def error_response(
     request_id: str,
     problems: Sequence[ErrorItem] = (),
     headers: Mapping[str, str] | None = None,
+    figures: Mapping[str, float] | None = None,
 ) -> JSONResponse:
     """The one error answer of the whole API."""
     body = ErrorResponse(
-        error=code, detail=detail, request_id=request_id, errors=list(problems) or None
+        error=code,
+        detail=detail,
+        request_id=request_id,
+        errors=list(problems) or None,
+        figures=dict(figures) if figures else None,
     )
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status, headers=headers)
 
@@ -125,6 +145,8 @@ def install_error_handlers(app: FastAPI) -> None:
         status = status_for(exc)
         problems: list[ErrorItem] = []
         detail = exc.detail
+        if isinstance(exc, ReplanRejected):
+            problems = [ErrorItem.model_validate(problem) for problem in exc.errors]
         if isinstance(exc, PlanningFailed) and exc.errors:
             problems = _plan_problems(exc)
             count = len(problems)
@@ -138,7 +160,10 @@ def install_error_handlers(app: FastAPI) -> None:
         if status in (503, 504):
             headers["Retry-After"] = _retry_after(request, exc)
         log.warning("request_failed", status=status, error=exc.code)
-        return error_response(status, exc.code, detail, _request_id(request), problems, headers)
+        figures = exc.figures if isinstance(exc, BudgetExceeded) else None
+        return error_response(
+            status, exc.code, detail, _request_id(request), problems, headers, figures
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:

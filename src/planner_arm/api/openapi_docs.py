@@ -80,7 +80,7 @@ def operation_extra(
     return extra
 
 
-def _error(description: str, code: str, detail: str, **extra: Any) -> dict[str, Any]:
+def error_doc(description: str, code: str, detail: str, **extra: Any) -> dict[str, Any]:
     example = {"error": code, "detail": detail, "request_id": examples.REQUEST_ID, **extra}
     return {
         "model": ErrorResponse,
@@ -89,11 +89,11 @@ def _error(description: str, code: str, detail: str, **extra: Any) -> dict[str, 
     }
 
 
-def _ok(description: str, example: Any) -> dict[str, Any]:
+def ok_doc(description: str, example: Any) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"example": example}}}
 
 
-_INVALID_HEADER = _error(
+_INVALID_HEADER = error_doc(
     "The X-Request-ID header breaks the request-id rules; `errors` says how.",
     "invalid_request",
     "The request is not valid: header.x-request-id: String should have at most 128 characters.",
@@ -105,32 +105,32 @@ _INVALID_HEADER = _error(
         }
     ],
 )
-_INTERNAL = _error(
+_INTERNAL = error_doc(
     "An unexpected error; the answer shows nothing of the service's insides.",
     "internal_error",
     "an unexpected error occurred",
 )
 
 PLAN_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: _ok("A valid, executable plan.", examples.PLAN),
-    401: _error(
+    200: ok_doc("A valid, executable plan.", examples.PLAN),
+    401: error_doc(
         "API keys are configured and the request carries none, or a wrong one "
         "(`WWW-Authenticate: Bearer`).",
         "unauthorized",
         "the API key is not valid",
     ),
-    413: _error(
+    413: error_doc(
         "The body is over the size limit (64 KiB by default), counted as it arrives.",
         "payload_too_large",
         "The request body is over the limit of 65536 bytes.",
     ),
-    415: _error(
+    415: error_doc(
         "The body is not sent as JSON (`content-type: application/json`).",
         "unsupported_media_type",
         "The body must be JSON, sent with content-type: application/json "
         "(this one was sent as text/plain).",
     ),
-    422: _error(
+    422: error_doc(
         "The body is not JSON, breaks a limit or has unknown fields, or the X-Request-ID "
         "header breaks the request-id rules; `errors` lists each problem.",
         "invalid_request",
@@ -144,7 +144,7 @@ PLAN_RESPONSES: dict[int | str, dict[str, Any]] = {
         ],
     ),
     500: _INTERNAL,
-    502: _error(
+    502: error_doc(
         "With the fallback planner switched off: the model kept answering plans that break "
         "the rules; `errors` lists the problems of the last one.",
         "invalid_plan",
@@ -152,14 +152,14 @@ PLAN_RESPONSES: dict[int | str, dict[str, Any]] = {
         "problem, listed in errors.",
         errors=[{"code": "invalid_plan", "message": "step 2: action is empty"}],
     ),
-    503: _error(
+    503: error_doc(
         "Starting (`not_ready`) or shutting down (`shutting_down`), or, with the fallback "
         "planner switched off, no model answered (`llm_unavailable`). `Retry-After` says when "
         "to try again.",
         "shutting_down",
         "the service is shutting down",
     ),
-    504: _error(
+    504: error_doc(
         "With the fallback planner switched off: the request deadline passed before a model "
         "answered. `Retry-After` says when to try again.",
         "deadline_exceeded",
@@ -168,16 +168,16 @@ PLAN_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 HEALTH_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: _ok("The process answers.", examples.HEALTH),
+    200: ok_doc("The process answers.", examples.HEALTH),
     422: _INVALID_HEADER,
     500: _INTERNAL,
 }
 
 READY_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: _ok("The planner is built and takes traffic.", examples.READY),
+    200: ok_doc("The planner is built and takes traffic.", examples.READY),
     422: _INVALID_HEADER,
     500: _INTERNAL,
-    503: _error(
+    503: error_doc(
         "Starting, or shutting down; `Retry-After` says when to try again.",
         "not_ready",
         "the service is stopping",
@@ -185,7 +185,7 @@ READY_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 CAPABILITIES_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: _ok("What this arm does, measured from its own traffic.", examples.CAPABILITIES),
+    200: ok_doc("What this arm does, measured from its own traffic.", examples.CAPABILITIES),
     422: _INVALID_HEADER,
     500: _INTERNAL,
 }

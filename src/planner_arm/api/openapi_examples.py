@@ -88,6 +88,7 @@ HEALTH: dict[str, Any] = {
     "timestamp": "2026-11-22T09:30:00.000000+00:00",
     "uptime_seconds": 3600.5,
     "llm": "configured",
+    "store": "redis",
     "circuits": {MODEL: "closed"},
 }
 
@@ -115,3 +116,49 @@ CAPABILITIES: dict[str, Any] = {
 }
 
 METRICS = 'planner_plans_total{source="llm"} 42.0\n'
+
+REPLAN: dict[str, Any] = {
+    **PLAN,
+    "plan": [
+        PLAN["plan"][0],
+        PLAN["plan"][2],
+        _step(
+            5,
+            "Write a patch that fixes the token expiry check without touching the schema",
+            "coder",
+            ["Patch addresses the root cause", "No migration added"],
+            [1],
+            3,
+            60,
+        ),
+        _step(
+            6,
+            "Validate the fix against the goal and the constraints",
+            "judge",
+            ["All criteria met", "No schema change"],
+            [3, 5],
+            2,
+            30,
+        ),
+    ],
+    "plan_id": "9a1e0c7d2b3f4e5a8c6d7b0e1f2a3c4d",
+    "parallel_stages": [[1], [3, 5], [6]],
+    "version": 2,
+    "parent_plan_id": PLAN["plan_id"],
+    "replan_count": 1,
+    "diff": {"kept": [1, 3], "removed": [2, 4], "added": [5, 6]},
+}
+
+VALIDATION: dict[str, Any] = {
+    "valid": False,
+    "errors": [
+        {
+            "code": "cycle",
+            "step": 2,
+            "message": "steps 2 -> 3 -> 2 depend on each other",
+            "loc": ["plan", 1],
+        }
+    ],
+    "warnings": [],
+    "plan": None,
+}

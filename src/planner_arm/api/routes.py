@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from email.message import Message
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.routing import APIRoute
 
 from planner_arm.api import openapi_docs as docs
-from planner_arm.api.auth import check_api_key
+from planner_arm.api.lifecycle_docs import IDEMPOTENCY_KEY_HEADER, PLAN_WITH_KEY_RESPONSES
+from planner_arm.api.planning_deps import JSONBodyRoute, idempotency_key, planning_services
 from planner_arm.api.request_context import use_request_id
 from planner_arm.api.state import Services, get_services, service_version
-from planner_arm.errors import NotReady, PlannerError, UnsupportedMediaType
+from planner_arm.errors import NotReady, PlannerError
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE
 from planner_arm.plan.schemas import (
     ArmInfo,
@@ -25,61 +23,14 @@ from planner_arm.plan.schemas import (
     PlanResponse,
     ReadyResponse,
 )
-from planner_arm.planning.cache import CachingPlanner
+from planner_arm.planning.lifecycle import PlanLifecycle
 
 SERVICE_CAPABILITIES = ["planning", "task_decomposition", "dependency_resolution", "arm_selection"]
 SERVICE_COST_TIER = 2
 
 
-async def planning_services(request: Request) -> tuple[Services, CachingPlanner]:
-    """What a planning endpoint needs, once the caller's key and our readiness are checked.
-
-    One dependency rather than several: FastAPI's dependency solving is a measurable part of
-    a request's own cost (benchmarks/load.py).
-    """
-    services: Services = request.app.state.services
-    check_api_key(request, services.api_keys)
-    if services.state == "stopping":
-        # Requests already admitted finish; a new one might outlast the drain and be cut off,
-        # so it is sent at once to try again, elsewhere or later.
-        raise NotReady("the service is shutting down", code="shutting_down")
-    if services.plans is None or services.state == "starting":
-        raise NotReady("the planner is not ready")
-    return services, services.plans
-
-
-def _is_json(content_type: str) -> bool:
-    if content_type == "application/json":  # what nearly every caller sends
-        return True
-    message = Message()
-    message["content-type"] = content_type
-    subtype = message.get_content_subtype()
-    return message.get_content_maintype() == "application" and (
-        subtype == "json" or subtype.endswith("+json")
-    )
-
-
-class JSONBodyRoute(APIRoute):
-    """A route whose body must be declared as JSON: anything else is a 415 that says so,
-    rather than a 422 about a string that is not an object."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handle = super().get_route_handler()
-
-        async def handle_json(request: Request) -> Response:
-            content_type = request.headers.get("content-type", "")
-            if not _is_json(content_type) and await request.body():
-                raise UnsupportedMediaType(
-                    "The body must be JSON, sent with content-type: application/json "
-                    f"(this one was {'sent as ' + content_type if content_type else 'untyped'})."
-                )
-            return await handle(request)
-
-        return handle_json
-
-
 ServicesDep = Annotated[Services, Depends(get_services)]
-PlanningDep = Annotated[tuple[Services, CachingPlanner], Depends(planning_services)]
+PlanningDep = Annotated[tuple[Services, PlanLifecycle], Depends(planning_services)]
 
 
 def planning_router(request_model: type[PlanRequest], keys_required: bool) -> APIRouter:
@@ -90,16 +41,20 @@ def planning_router(request_model: type[PlanRequest], keys_required: bool) -> AP
         body: PlanRequest, request: Request, planning: PlanningDep
     ) -> PlanResponse:
         """Turn a goal into a validated, executable plan."""
-        services, planner = planning
+        services, lifecycle = planning
         plan_request = body
+        key = idempotency_key(request)
         no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
         if plan_request.request_id:
             use_request_id(request.scope, plan_request.request_id)
         request_id: str = request.scope["state"]["request_id"]
         started = time.perf_counter()
         try:
-            response = await planner.plan(
-                plan_request, request_id, use_cache=plan_request.options.use_cache and not no_cache
+            response = await lifecycle.plan(
+                plan_request,
+                request_id,
+                use_cache=plan_request.options.use_cache and not no_cache,
+                idempotency_key=key,
             )
         except PlannerError:
             services.stats.record_failure((time.perf_counter() - started) * 1000)
@@ -114,10 +69,11 @@ def planning_router(request_model: type[PlanRequest], keys_required: bool) -> AP
         "/plan",
         response_model=PlanResponse,
         operation_id="createPlan",
-        responses=docs.PLAN_RESPONSES,
+        responses=PLAN_WITH_KEY_RESPONSES,
         openapi_extra=docs.operation_extra(
             docs.PLAN_REQUEST_ID_HEADER,
             docs.CACHE_CONTROL_HEADER,
+            IDEMPOTENCY_KEY_HEADER,
             secured=True,
             required=keys_required,
         ),
@@ -145,6 +101,7 @@ async def health(services: ServicesDep) -> HealthResponse:
         uptime_seconds=round(time.monotonic() - services.started_at, 3),
         llm=services.llm_status(),
         circuits=services.circuits(),
+        store=await services.store_status(),
     )
 
 

@@ -13,8 +13,10 @@ from planner_arm.config import Settings
 from planner_arm.llm.client import LLMClient
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.planning.cache import CachingPlanner
+from planner_arm.planning.lifecycle import PlanLifecycle
 from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.traffic import TrafficStats
+from planner_arm.store.base import PlanStore
 
 
 def service_version() -> str:
@@ -31,6 +33,8 @@ class Services:
     started_at: float = field(default_factory=time.monotonic)
     planner: PlannerArm | None = None
     plans: CachingPlanner | None = None
+    lifecycle: PlanLifecycle | None = None
+    store: PlanStore | None = None
     llm: LLMClient | None = None
     state: str = "starting"  # starting | ready | stopping
     # The planning endpoints' API keys, as bytes for constant-time comparison.
@@ -51,6 +55,12 @@ class Services:
         if guarded is not None and guarded.breakers.degraded:
             return "degraded"
         return "configured"
+
+    async def store_status(self) -> Literal["memory", "redis", "degraded"]:
+        """The store's kind, or `degraded` when it does not answer now (plans still go out)."""
+        if self.store is None:
+            return "memory"
+        return self.store.kind if await self.store.ping() else "degraded"
 
     def circuits(self) -> dict[str, str]:
         guarded = self.planner.llm if self.planner else None

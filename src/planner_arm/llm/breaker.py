@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from enum import Enum
 
 from planner_arm.clock import Clock
-from planner_arm.config import CircuitSettings
+from planner_arm.config_sections import CircuitSettings
 
 
 class CircuitState(Enum):

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from planner_arm.config import ArmSpec, PlanningSettings
+from planner_arm.config_sections import ArmSpec, PlanningSettings
 
 PROMPT_VERSION = "2026-11-22.1"
 

@@ -101,3 +101,12 @@ def validated_response(check: EditCheck, *, request_id: str, prompt_version: str
         latency_ms=0.0,
         prompt_version=prompt_version,
     )
+
+
+def with_warning(response: PlanResponse, code: str, detail: str) -> PlanResponse:
+    """`response` with one more warning: something around the plan (the store) went wrong."""
+    metadata = response.metadata
+    warnings = [*metadata.warnings, repair(code, detail)]
+    return response.model_copy(
+        update={"metadata": metadata.model_copy(update={"warnings": warnings})}
+    )

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from planner_arm.config import ArmSpec
+from planner_arm.config_sections import ArmSpec
 from planner_arm.plan.draft import repair
 
 

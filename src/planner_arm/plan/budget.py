@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from planner_arm.config import Price
+from planner_arm.config_sections import Price
 from planner_arm.plan.estimation import critical_path_duration
 from planner_arm.plan.schemas import Budget, PlanStep
 from planner_arm.plan.spend import Spend

@@ -11,7 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from planner_arm.config import LimitsSettings
+from planner_arm.config_sections import LimitsSettings
 
 MAX_REQUEST_ID_CHARS = 128
 REQUEST_ID_PATTERN = r"^[\x20-\x7e]+$"
@@ -266,6 +266,7 @@ class ErrorItem(BaseModel):
     loc: list[str | int] | None = Field(
         None, description='Where in the request the problem is, e.g. ["body", "goal"]'
     )
+    step: int | None = Field(None, description="The plan step the problem is about, if any")
 
 
 class ErrorResponse(BaseModel):
@@ -277,6 +278,10 @@ class ErrorResponse(BaseModel):
     errors: list[ErrorItem] | None = Field(
         None, description="Each problem, when the request or the plan had one or more"
     )
+    figures: dict[str, float] | None = Field(
+        None,
+        description="budget_exceeded: each limit and the value of the smallest plan found",
+    )
 
 
 class HealthResponse(BaseModel):
@@ -287,6 +292,9 @@ class HealthResponse(BaseModel):
     uptime_seconds: float
     llm: Literal["configured", "degraded", "disabled"] = Field(
         description="degraded: some model's circuit is open, so it is being skipped"
+    )
+    store: Literal["memory", "redis", "degraded"] = Field(
+        "memory", description="Where plans are kept; degraded: Redis does not answer now"
     )
     circuits: dict[str, str] = Field(
         description="Circuit state per model: closed, half_open or open"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from planner_arm.config import Price
+from planner_arm.config_sections import Price
 
 
 @dataclass

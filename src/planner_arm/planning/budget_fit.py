@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from planner_arm.config import PlanningSettings
+from planner_arm.config_sections import PlanningSettings
 from planner_arm.errors import BudgetExceeded
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import budget_figures, budget_problems

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, NamedTuple
 
-from planner_arm.config import PlanningSettings
+from planner_arm.config_sections import PlanningSettings
 from planner_arm.plan import arms
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, DraftStep

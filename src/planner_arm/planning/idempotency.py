@@ -1,0 +1,121 @@
+"""Idempotency-Key: the same request with the same key is planned once, on any replica.
+
+The first request claims the key in the store and plans; a request with the same key and the
+same body gets the stored answer (same plan_id, no model call), also while the first is still
+planning: it polls the claim until the answer is there, or until the first gave the key up
+(it failed), when it plans itself. The same key with another body is refused. Without a
+working store the request is still planned, and the answer warns that the key was not kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+
+import structlog
+from pydantic import BaseModel
+
+from planner_arm.clock import Clock, Deadline
+from planner_arm.config import Settings
+from planner_arm.errors import IdempotencyInProgress, IdempotencyKeyReused, StoreUnavailable
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.pipeline.assembly import with_warning
+from planner_arm.plan.schemas import PlanResponse
+from planner_arm.store.base import Claimed, Conflict, InProgress, PlanStore, Replay
+
+# How often a waiting request looks at the key again. A plan takes seconds; 50 ms of lag on
+# the repeat is not noticed, and the load on the store stays small.
+POLL_SECONDS = 0.05
+# The claim outlives the planning deadline a little, so a replica that died mid-plan does not
+# hold the key for the whole record TTL.
+CLAIM_MARGIN_SECONDS = 5.0
+
+
+def body_fingerprint(kind: str, request: BaseModel) -> str:
+    """What "the same body" means: the endpoint and every field but the caller's request id,
+    which a client retrying the same request may well change."""
+    body = request.model_dump(mode="json", exclude={"request_id"})
+    encoded = json.dumps([kind, body], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+class Idempotency:
+    def __init__(
+        self, store: PlanStore, settings: Settings, metrics: PlannerMetrics, clock: Clock
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._clock = clock
+        self._record_ttl = settings.store.ttl_seconds
+        self._timeout = settings.planning.timeout_seconds
+        self._log = structlog.get_logger("planner_arm.planning.idempotency").bind()
+
+    async def run(
+        self,
+        kind: str,
+        key: str | None,
+        request: BaseModel,
+        work: Callable[[], Awaitable[PlanResponse]],
+    ) -> PlanResponse:
+        """`work()`'s answer, or the answer already given to this key and body."""
+        if key is None:
+            return await work()
+        fingerprint = body_fingerprint(kind, request)
+        claim_ttl = self._timeout + CLAIM_MARGIN_SECONDS
+        # A waiting request gives up a little after the first one's own deadline.
+        wait = Deadline(claim_ttl, self._clock)
+        while True:
+            try:
+                claim = await self._store.claim(key, fingerprint, claim_ttl)
+            except StoreUnavailable as error:
+                return await self._without_store(work, error)
+            if isinstance(claim, Replay):
+                self._metrics.idempotent_replays.inc()
+                return PlanResponse.model_validate(claim.record)
+            if isinstance(claim, Conflict):
+                raise IdempotencyKeyReused(
+                    "This Idempotency-Key was used with a different request body; use a new "
+                    "key for a new request."
+                )
+            if isinstance(claim, Claimed):
+                return await self._first(key, work)
+            assert isinstance(claim, InProgress)
+            if wait.expired:
+                raise IdempotencyInProgress(
+                    "A request with this Idempotency-Key is still being planned; try again."
+                )
+            await self._clock.sleep(POLL_SECONDS)
+
+    async def _first(self, key: str, work: Callable[[], Awaitable[PlanResponse]]) -> PlanResponse:
+        try:
+            response = await work()
+        except BaseException:
+            # Planning failed (or the caller left): free the key so a retry can plan.
+            try:
+                await self._store.release(key)
+            except StoreUnavailable as error:
+                self._failed("release", error)
+            raise
+        try:
+            await self._store.complete(key, response.model_dump(mode="json"), self._record_ttl)
+        except StoreUnavailable as error:
+            self._failed("complete", error)
+            return _unkept(response, error)
+        return response
+
+    async def _without_store(
+        self, work: Callable[[], Awaitable[PlanResponse]], error: StoreUnavailable
+    ) -> PlanResponse:
+        self._failed("claim", error)
+        return _unkept(await work(), error)
+
+    def _failed(self, operation: str, error: StoreUnavailable) -> None:
+        self._metrics.child(self._metrics.store_errors, operation).inc()
+        self._log.warning("store_failed", operation=operation, error=error.detail)
+
+
+def _unkept(response: PlanResponse, error: StoreUnavailable) -> PlanResponse:
+    return with_warning(
+        response, "idempotency_not_kept", f"the store is unavailable ({error.detail})"
+    )

@@ -1,0 +1,152 @@
+"""A plan's life after the first answer: what the planning endpoints call.
+
+`PlanLifecycle` puts the plan store and idempotency around the planner and the replanner:
+every answer of /plan and /replan is stored for GET /plan/{id}; a request with an
+Idempotency-Key is planned once; /plan/validate checks an edited plan. A failing store never
+costs a plan: writes fail soft (logged, counted, and a warning in the answer), reads that have
+no other source answer 503 `store_unavailable`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from planner_arm.config import Settings
+from planner_arm.errors import PlanNotFound, StoreUnavailable
+from planner_arm.llm.prompts import PROMPT_VERSION
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.pipeline.assembly import validated_response, with_warning
+from planner_arm.plan.edited import check_edited_plan
+from planner_arm.plan.replan_schemas import ReplanRequest
+from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.plan.validate_schemas import ValidateRequest, ValidateResponse, ValidationProblem
+from planner_arm.planning.cache import CachingPlanner
+from planner_arm.planning.idempotency import Idempotency
+from planner_arm.planning.planner import PlannerArm
+from planner_arm.planning.replan import Replanner
+from planner_arm.store.base import PlanStore
+
+
+class PlanLifecycle:
+    def __init__(
+        self,
+        planner: PlannerArm,
+        plans: CachingPlanner,
+        replanner: Replanner,
+        store: PlanStore,
+        settings: Settings,
+        metrics: PlannerMetrics,
+    ) -> None:
+        self._planner = planner
+        self._plans = plans
+        self._replanner = replanner
+        self._store = store
+        self._ttl = settings.store.ttl_seconds
+        self._metrics = metrics
+        self._idempotency = Idempotency(store, settings, metrics, planner.clock)
+        self._log = structlog.get_logger("planner_arm.planning.lifecycle").bind()
+
+    @property
+    def store_kind(self) -> str:
+        return self._store.kind
+
+    async def plan(
+        self,
+        request: PlanRequest,
+        request_id: str,
+        *,
+        use_cache: bool,
+        idempotency_key: str | None = None,
+    ) -> PlanResponse:
+        async def run() -> PlanResponse:
+            response = await self._plans.plan(request, request_id, use_cache=use_cache)
+            return await self._stored(response, request)
+
+        return await self._idempotency.run("plan", idempotency_key, request, run)
+
+    async def replan(
+        self, request: ReplanRequest, request_id: str, *, idempotency_key: str | None = None
+    ) -> PlanResponse:
+        async def run() -> PlanResponse:
+            previous, replan_count = await self._previous(request)
+            # Refuse a bad request (unknown steps, the replan limit) before any model call.
+            self._replanner.scope(request, previous, replan_count)
+            response = await self._replanner.replan(
+                request, previous, request_id, replan_count=replan_count
+            )
+            self._metrics.child(self._metrics.replans, response.metadata.source).inc()
+            return await self._stored(response, request)
+
+        return await self._idempotency.run("replan", idempotency_key, request, run)
+
+    async def get(self, plan_id: str) -> PlanResponse:
+        record = await self._read(plan_id)
+        if record is None:
+            raise PlanNotFound(f"No plan with id {plan_id!r} is stored (or it has expired).")
+        return PlanResponse.model_validate(record["response"])
+
+    def validate(self, body: ValidateRequest, request_id: str) -> ValidateResponse:
+        rules, resolver = self._planner.rules, self._planner.resolver
+        check = check_edited_plan(body.plan, rules, resolver, fix=body.fix)
+        outcome = "valid" if check.valid else "invalid"
+        self._metrics.child(self._metrics.validations, outcome).inc()
+        plan = None
+        if check.valid:
+            plan = validated_response(check, request_id=request_id, prompt_version=PROMPT_VERSION)
+        return ValidateResponse(
+            valid=check.valid,
+            errors=[ValidationProblem(**error.as_dict()) for error in check.errors],
+            warnings=check.warnings,
+            plan=plan,
+        )
+
+    async def _previous(self, request: ReplanRequest) -> tuple[PlanResponse, int | None]:
+        """The plan to revise, and the replans of its chain as this service counted them.
+
+        A plan this service stored is read from the store, so a caller cannot reset the
+        count by editing `replan_count` in the plan it sends back."""
+        if request.previous is not None:
+            try:
+                record = await self._store.get_plan(request.previous.plan_id)
+            except StoreUnavailable as error:
+                self._store_failed("get_plan", error)
+                return request.previous, None
+            if record is None:
+                return request.previous, None
+            return request.previous, PlanResponse.model_validate(record["response"]).replan_count
+        assert request.plan_id is not None  # the request model requires one of the two
+        record = await self._read(request.plan_id)
+        if record is None:
+            raise PlanNotFound(
+                f"No plan with id {request.plan_id!r} is stored (or it has expired); "
+                "send the whole plan as `previous` instead."
+            )
+        stored = PlanResponse.model_validate(record["response"])
+        return stored, stored.replan_count
+
+    async def _read(self, plan_id: str) -> dict[str, Any] | None:
+        try:
+            return await self._store.get_plan(plan_id)
+        except StoreUnavailable as error:
+            self._store_failed("get_plan", error)
+            raise
+
+    async def _stored(self, response: PlanResponse, request: PlanRequest) -> PlanResponse:
+        """`response`, stored for GET /plan/{id}; when the store fails, the answer says so."""
+        record = {
+            "response": response.model_dump(mode="json"),
+            "request": request.model_dump(mode="json", exclude={"previous"}),
+        }
+        try:
+            await self._store.put_plan(response.plan_id, record, self._ttl)
+        except StoreUnavailable as error:
+            self._store_failed("put_plan", error)
+            detail = f"the plan store is unavailable ({error.detail})"
+            return with_warning(response, "plan_not_stored", detail)
+        return response
+
+    def _store_failed(self, operation: str, error: StoreUnavailable) -> None:
+        self._metrics.child(self._metrics.store_errors, operation).inc()
+        self._log.warning("store_failed", operation=operation, error=error.detail)
