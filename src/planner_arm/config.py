@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
@@ -171,6 +172,36 @@ class CacheSettings(Section):
     max_entries: int = Field(1024, ge=1, le=1_000_000)
 
 
+class StoreSettings(Section):
+    """Where plans, idempotency records and the plan cache live: memory, or a shared Redis."""
+
+    # redis://[user:password@]host:port/db or rediss://...; none keeps everything in memory.
+    # A secret because it may carry the password.
+    url: SecretStr | None = None
+    ttl_seconds: float = Field(86_400.0, gt=0, le=30 * 86_400)
+    # Per kind of record (plans, idempotency keys, cache entries) in the memory backend.
+    max_entries: int = Field(10_000, ge=1, le=10_000_000)
+    # Each Redis command and connect; a Redis that hangs costs a request at most about this.
+    socket_timeout_seconds: float = Field(0.5, gt=0, le=30)
+    key_prefix: str = Field("planner-arm", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    # How often a request waiting on another one's idempotency key looks again (Redis).
+    poll_interval_seconds: float = Field(0.05, gt=0, le=5)
+
+    @model_validator(mode="after")
+    def _redis_url(self) -> StoreSettings:
+        # Raised at section level so the error line never echoes the URL and its password.
+        if self.url is None:
+            return self
+        parts = urlsplit(self.url.get_secret_value().strip())
+        if parts.scheme not in ("redis", "rediss"):
+            raise ValueError(
+                f"url must start with redis:// or rediss:// (got scheme {parts.scheme!r})"
+            )
+        if not parts.hostname:
+            raise ValueError("url names no host (expected redis://host:port/db)")
+        return self
+
+
 def _default_arms() -> list[ArmSpec]:
     return [ArmSpec(**arm) for arm in DEFAULT_ARMS]
 
@@ -192,6 +223,7 @@ class Settings(BaseSettings):
     connection: ConnectionSettings = Field(default_factory=ConnectionSettings)
     circuit: CircuitSettings = Field(default_factory=CircuitSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)
@@ -275,6 +307,7 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
     "PLANNER_API_KEYS": ("auth", "api_keys"),
     "PLANNER_API_KEYS_FILE": ("auth", "api_keys_file"),
     "CORS_ALLOW_ORIGINS": ("server", "cors_allow_origins"),
+    "PLANNER_STORE_URL": ("store", "url"),
     "OPENAI_API_KEY": ("api_key",),
     "LLM_API_KEY": ("api_key",),
 }

@@ -11,7 +11,8 @@
     │   ├── LLMRateLimited            429: worth a try after `retry_after` seconds
     │   ├── LLMRejected               401/403/404/400: the same call will fail again
     │   └── LLMUnsupportedFormat      400 naming response_format: retry without it
-    └── PlanningFailed                every model failed and the fallback is off (5xx)
+    ├── PlanningFailed                every model failed and the fallback is off (5xx)
+    └── StoreUnavailable              the plan store (Redis) did not answer in time (503)
 
 The API maps each class to one HTTP status; nothing below the planner knows HTTP.
 """
@@ -101,3 +102,9 @@ class PlanningFailed(PlannerError):
     def __init__(self, detail: str, *, code: str, errors: list[str] | None = None) -> None:
         super().__init__(detail, code=code)
         self.errors = errors or []
+
+
+class StoreUnavailable(PlannerError):
+    """The shared plan store failed or timed out; callers may carry on without it."""
+
+    code = "store_unavailable"

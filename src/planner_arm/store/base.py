@@ -1,0 +1,105 @@
+"""What every plan store offers, and the outcomes of claiming an idempotency key.
+
+A store keeps three kinds of JSON records, each with a TTL: plan records (an answer and the
+request it answered), idempotency records (who is answering a key, then the answer), and plan
+cache entries. Backends: memory (one process) and Redis (shared by replicas). Every method of
+the Redis backend raises `StoreUnavailable` when Redis fails, so callers can fail soft.
+
+Idempotency, as a caller sees it::
+
+    outcome = await store.claim(key, fingerprint, lease_seconds=timeout)
+    if isinstance(outcome, InProgress):
+        outcome = await store.wait(key, fingerprint, deadline, lease_seconds=timeout)
+    match outcome:
+        case Claimed():   answer, then `complete(outcome, answer)`; on failure `release(outcome)`
+        case Replay():    outcome.response is the first caller's answer
+        case Conflict():  same key, different body
+        case InProgress(): the first caller is still at it when the deadline ran out
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from planner_arm.clock import Deadline
+
+JSONObject = dict[str, Any]
+StoreKind = Literal["memory", "redis"]
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """This caller holds the key: it answers, then completes or releases the claim."""
+
+    key: str
+    fingerprint: str
+    # Tells this claim from a later one on the same key (after the lease ran out).
+    token: str
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The key was answered before with the same body: this is that answer."""
+
+    response: JSONObject
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """The key was used with a different body."""
+
+
+@dataclass(frozen=True)
+class InProgress:
+    """Another caller holds the key with the same body and has not answered yet."""
+
+
+ClaimOutcome = Claimed | Replay | Conflict | InProgress
+
+
+class PlanStore(Protocol):
+    """The records the service shares across replicas. `ttl` None means the store's default."""
+
+    @property
+    def kind(self) -> StoreKind: ...
+
+    async def put_plan(self, plan_id: str, record: JSONObject, ttl: float | None = None) -> None:
+        """Keep a plan record (the answer, the request, parent_plan_id, replan_count)."""
+
+    async def get_plan(self, plan_id: str) -> JSONObject | None:
+        """The plan record, or None when unknown or expired."""
+
+    async def claim(self, key: str, fingerprint: str, *, lease_seconds: float) -> ClaimOutcome:
+        """Take an idempotency key for `lease_seconds`, or say who has it and how."""
+
+    async def wait(
+        self, key: str, fingerprint: str, deadline: Deadline, *, lease_seconds: float
+    ) -> ClaimOutcome:
+        """Wait for the holder's answer; claims the key if the holder let it go.
+
+        InProgress only when the deadline runs out first."""
+
+    async def complete(
+        self, claim: Claimed, response: JSONObject, ttl: float | None = None
+    ) -> bool:
+        """Store the answer for the key; False when the claim was lost (its lease ran out and
+        another caller took the key), in which case the other caller's answer stands."""
+
+    async def release(self, claim: Claimed) -> None:
+        """Let the key go after a failure, so the next request with it starts afresh."""
+
+    async def cache_get(self, key: str) -> JSONObject | None:
+        """A plan cache entry, or None."""
+
+    async def cache_put(self, key: str, value: JSONObject, ttl: float) -> None:
+        """Keep a plan cache entry for `ttl` seconds."""
+
+    async def ping(self) -> None:
+        """Return when the store answers; raise StoreUnavailable otherwise."""
+
+    async def healthy(self) -> bool:
+        """True when the store answers now."""
+
+    async def close(self) -> None:
+        """Release connections; the store is not used after this."""
