@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ import respx
 
 from planner_arm.clock import Clock
 from planner_arm.config import ENV_FIELDS, Settings, load_settings
+from redis_server import RedisServer
 from stub_llm import PLAN, completion
 
 LLM_BASE_URL = "http://llm.test/v1"
@@ -124,3 +125,21 @@ async def running_app(
 @pytest.fixture
 def app_client_factory() -> Callable[..., Any]:
     return running_app
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real redis-server for the session; tests that stop theirs start their own."""
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The session's Redis, emptied for this test."""
+    import redis
+
+    with redis.Redis(port=redis_server.port, socket_timeout=5) as client:
+        client.flushall()
+    return redis_server.url

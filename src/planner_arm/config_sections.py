@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 ResponseFormat = Literal["json_object", "json_schema", "none"]
 
@@ -161,21 +162,30 @@ class CacheSettings(Section):
 
 
 class StoreSettings(Section):
-    """Where answers and idempotency records live: in this process, or in a Redis that every
-    replica shares (`PLANNER_STORE_URL=redis://host:6379/0`)."""
+    """Where plans, idempotency records and the plan cache live: memory, or a shared Redis."""
 
+    # redis://[user:password@]host:port/db or rediss://...; none keeps everything in memory.
+    # A secret because it may carry the password.
     url: SecretStr | None = None
     ttl_seconds: float = Field(86_400.0, gt=0, le=30 * 86_400)
+    # Per kind of record (plans, idempotency keys, cache entries) in the memory backend.
     max_entries: int = Field(10_000, ge=1, le=10_000_000)
-    timeout_seconds: float = Field(0.5, gt=0, le=30)
-    key_prefix: str = Field("planner-arm", min_length=1, max_length=64, pattern=r"^[\w.:-]+$")
+    # Each Redis command and connect; a Redis that hangs costs a request at most about this.
+    socket_timeout_seconds: float = Field(0.5, gt=0, le=30)
+    key_prefix: str = Field("planner-arm", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    # How often a request waiting on another one's idempotency key looks again (Redis).
+    poll_interval_seconds: float = Field(0.05, gt=0, le=5)
 
-    @field_validator("url")
-    @classmethod
-    def _redis_url(cls, url: SecretStr | None) -> SecretStr | None:
-        if url is None or not url.get_secret_value().strip():
-            return None
-        scheme = url.get_secret_value().split("://", 1)[0].lower()
-        if scheme not in ("redis", "rediss", "unix"):
-            raise ValueError("must be a redis://, rediss:// or unix:// URL")
-        return url
+    @model_validator(mode="after")
+    def _redis_url(self) -> StoreSettings:
+        # Raised at section level so the error line never echoes the URL and its password.
+        if self.url is None:
+            return self
+        parts = urlsplit(self.url.get_secret_value().strip())
+        if parts.scheme not in ("redis", "rediss"):
+            raise ValueError(
+                f"url must start with redis:// or rediss:// (got scheme {parts.scheme!r})"
+            )
+        if not parts.hostname:
+            raise ValueError("url names no host (expected redis://host:port/db)")
+        return self

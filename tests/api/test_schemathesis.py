@@ -4,15 +4,19 @@ that match the schema, and only documented status codes."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from conftest import make_settings
 from planner_arm.api.app import create_app
 
 EXAMPLES_PER_OPERATION = 60
+STATEFUL_OPERATIONS = {"POST /replan", "GET /plan/{plan_id}"}
 
 pytestmark = pytest.mark.slow
 
@@ -37,8 +41,19 @@ def test_every_operation_keeps_its_own_contract() -> None:
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         )
         def conforms(case: schemathesis.Case) -> None:
+            key = (case.headers or {}).get("Idempotency-Key")
+            if key is not None and _valid_key(key):
+                # Generated cases share keys across different bodies, which the service
+                # rightly refuses (422); a key of its own per case keeps the check about the
+                # schema. Invalid keys are kept, so the 400 is still driven.
+                case.headers["Idempotency-Key"] = uuid.uuid4().hex
             response = case.call()
-            case.validate_response(response)
+            # A replan or a fetch of a plan id nobody stored is refused by design (404, 422),
+            # however well-formed: those answers depend on state, not on the schema.
+            stateful = case.operation.label in STATEFUL_OPERATIONS
+            case.validate_response(
+                response, excluded_checks=[positive_data_acceptance] if stateful else None
+            )
             statuses.setdefault(case.operation.label, set()).add(response.status_code)
 
         conforms()
@@ -51,6 +66,15 @@ def test_every_operation_keeps_its_own_contract() -> None:
         "GET /capabilities",
         "GET /health",
         "GET /metrics",
+        "GET /plan/{plan_id}",
         "GET /ready",
         "POST /plan",
+        "POST /plan/validate",
+        "POST /replan",
     ]
+    assert 404 in statuses["GET /plan/{plan_id}"], statuses
+    assert 200 in statuses["POST /plan/validate"], statuses
+
+
+def _valid_key(key: str) -> bool:
+    return 0 < len(key) <= 255 and all(" " <= char <= "~" for char in key)

@@ -92,7 +92,7 @@ def create_app(
             if services.llm is not None:
                 await services.llm.aclose()
             if services.store is not None:
-                await services.store.aclose()
+                await services.store.close()
             log.info("service_stopped")
 
     app = FastAPI(

@@ -60,7 +60,7 @@ class Services:
         """The store's kind, or `degraded` when it does not answer now (plans still go out)."""
         if self.store is None:
             return "memory"
-        return self.store.kind if await self.store.ping() else "degraded"
+        return self.store.kind if await self.store.healthy() else "degraded"
 
     def circuits(self) -> dict[str, str]:
         guarded = self.planner.llm if self.planner else None

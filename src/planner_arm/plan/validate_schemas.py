@@ -65,6 +65,5 @@ class ValidateResponse(BaseModel):
     errors: list[ValidationProblem]
     warnings: list[str] = Field(description="What `fix` mended, and notes that change nothing")
     plan: PlanResponse | None = Field(
-        None,
-        description="The whole /plan answer for a valid plan (source 'validated'); else null"
+        None, description="The whole /plan answer for a valid plan (source 'validated'); else null"
     )

@@ -2,8 +2,8 @@
 
 The first request claims the key in the store and plans; a request with the same key and the
 same body gets the stored answer (same plan_id, no model call), also while the first is still
-planning: it polls the claim until the answer is there, or until the first gave the key up
-(it failed), when it plans itself. The same key with another body is refused. Without a
+planning: it waits for the answer, or, when the first gave the key up (it failed, or its lease
+ran out), plans itself. The same key with another body is refused. Without a
 working store the request is still planned, and the answer warns that the key was not kept.
 """
 
@@ -24,9 +24,6 @@ from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.store.base import Claimed, Conflict, InProgress, PlanStore, Replay
 
-# How often a waiting request looks at the key again. A plan takes seconds; 50 ms of lag on
-# the repeat is not noticed, and the load on the store stays small.
-POLL_SECONDS = 0.05
 # The claim outlives the planning deadline a little, so a replica that died mid-plan does not
 # hold the key for the whole record TTL.
 CLAIM_MARGIN_SECONDS = 5.0
@@ -62,43 +59,43 @@ class Idempotency:
         if key is None:
             return await work()
         fingerprint = body_fingerprint(kind, request)
-        claim_ttl = self._timeout + CLAIM_MARGIN_SECONDS
-        # A waiting request gives up a little after the first one's own deadline.
-        wait = Deadline(claim_ttl, self._clock)
-        while True:
-            try:
-                claim = await self._store.claim(key, fingerprint, claim_ttl)
-            except StoreUnavailable as error:
-                return await self._without_store(work, error)
-            if isinstance(claim, Replay):
-                self._metrics.idempotent_replays.inc()
-                return PlanResponse.model_validate(claim.record)
-            if isinstance(claim, Conflict):
-                raise IdempotencyKeyReused(
-                    "This Idempotency-Key was used with a different request body; use a new "
-                    "key for a new request."
-                )
-            if isinstance(claim, Claimed):
-                return await self._first(key, work)
-            assert isinstance(claim, InProgress)
-            if wait.expired:
-                raise IdempotencyInProgress(
-                    "A request with this Idempotency-Key is still being planned; try again."
-                )
-            await self._clock.sleep(POLL_SECONDS)
+        lease = self._timeout + CLAIM_MARGIN_SECONDS
+        try:
+            outcome = await self._store.claim(key, fingerprint, lease_seconds=lease)
+            if isinstance(outcome, InProgress):
+                # A waiting request gives up a little after the first one's own deadline.
+                wait = Deadline(lease, self._clock)
+                outcome = await self._store.wait(key, fingerprint, wait, lease_seconds=lease)
+        except StoreUnavailable as error:
+            return await self._without_store(work, error)
+        if isinstance(outcome, Replay):
+            self._metrics.idempotent_replays.inc()
+            return PlanResponse.model_validate(outcome.response)
+        if isinstance(outcome, Conflict):
+            raise IdempotencyKeyReused(
+                "This Idempotency-Key was used with a different request body; use a new "
+                "key for a new request."
+            )
+        if isinstance(outcome, InProgress):
+            raise IdempotencyInProgress(
+                "A request with this Idempotency-Key is still being planned; try again."
+            )
+        return await self._first(outcome, work)
 
-    async def _first(self, key: str, work: Callable[[], Awaitable[PlanResponse]]) -> PlanResponse:
+    async def _first(
+        self, claim: Claimed, work: Callable[[], Awaitable[PlanResponse]]
+    ) -> PlanResponse:
         try:
             response = await work()
         except BaseException:
             # Planning failed (or the caller left): free the key so a retry can plan.
             try:
-                await self._store.release(key)
+                await self._store.release(claim)
             except StoreUnavailable as error:
                 self._failed("release", error)
             raise
         try:
-            await self._store.complete(key, response.model_dump(mode="json"), self._record_ttl)
+            await self._store.complete(claim, response.model_dump(mode="json"), self._record_ttl)
         except StoreUnavailable as error:
             self._failed("complete", error)
             return _unkept(response, error)

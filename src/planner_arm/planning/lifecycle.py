@@ -43,7 +43,6 @@ class PlanLifecycle:
         self._plans = plans
         self._replanner = replanner
         self._store = store
-        self._ttl = settings.store.ttl_seconds
         self._metrics = metrics
         self._idempotency = Idempotency(store, settings, metrics, planner.clock)
         self._log = structlog.get_logger("planner_arm.planning.lifecycle").bind()
@@ -140,7 +139,7 @@ class PlanLifecycle:
             "request": request.model_dump(mode="json", exclude={"previous"}),
         }
         try:
-            await self._store.put_plan(response.plan_id, record, self._ttl)
+            await self._store.put_plan(response.plan_id, record)
         except StoreUnavailable as error:
             self._store_failed("put_plan", error)
             detail = f"the plan store is unavailable ({error.detail})"

@@ -1,9 +1,20 @@
-"""What the service keeps between requests, and on which replicas can agree: stored answers,
-idempotency claims, cached plans. One small interface, two backends (memory and Redis).
+"""What every plan store offers, and the outcomes of claiming an idempotency key.
 
-Records are JSON-ready dicts, so both backends store exactly the same thing. Every failure of
-the backend itself is a `StoreUnavailable`, which the planning layer turns into a degraded
-answer, never a lost plan.
+A store keeps three kinds of JSON records, each with a TTL: plan records (an answer and the
+request it answered), idempotency records (who is answering a key, then the answer), and plan
+cache entries. Backends: memory (one process) and Redis (shared by replicas). Every method of
+the Redis backend raises `StoreUnavailable` when Redis fails, so callers can fail soft.
+
+Idempotency, as a caller sees it::
+
+    outcome = await store.claim(key, fingerprint, lease_seconds=timeout)
+    if isinstance(outcome, InProgress):
+        outcome = await store.wait(key, fingerprint, deadline, lease_seconds=timeout)
+    match outcome:
+        case Claimed():   answer, then `complete(outcome, answer)`; on failure `release(outcome)`
+        case Replay():    outcome.response is the first caller's answer
+        case Conflict():  same key, different body
+        case InProgress(): the first caller is still at it when the deadline ran out
 """
 
 from __future__ import annotations
@@ -11,60 +22,84 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from planner_arm.clock import Deadline
+
+JSONObject = dict[str, Any]
 StoreKind = Literal["memory", "redis"]
 
 
 @dataclass(frozen=True)
 class Claimed:
-    """The key is this request's now: plan, then `complete` (or `release` on failure)."""
+    """This caller holds the key: it answers, then completes or releases the claim."""
 
-
-@dataclass(frozen=True)
-class InProgress:
-    """Another request holds the key and is still planning."""
+    key: str
+    fingerprint: str
+    # Tells this claim from a later one on the same key (after the lease ran out).
+    token: str
 
 
 @dataclass(frozen=True)
 class Replay:
-    """The key was completed with the same body: `record` is the answer given then."""
+    """The key was answered before with the same body: this is that answer."""
 
-    record: dict[str, Any]
+    response: JSONObject
 
 
 @dataclass(frozen=True)
 class Conflict:
-    """The key was claimed with a different body."""
+    """The key was used with a different body."""
 
 
-Claim = Claimed | InProgress | Replay | Conflict
+@dataclass(frozen=True)
+class InProgress:
+    """Another caller holds the key with the same body and has not answered yet."""
+
+
+ClaimOutcome = Claimed | Replay | Conflict | InProgress
 
 
 class PlanStore(Protocol):
-    kind: StoreKind
+    """The records the service shares across replicas. `ttl` None means the store's default."""
 
-    async def put_plan(self, plan_id: str, record: dict[str, Any], ttl_seconds: float) -> None:
-        """Keep `record` (the answer and its request) under `plan_id` for `ttl_seconds`."""
+    @property
+    def kind(self) -> StoreKind: ...
 
-    async def get_plan(self, plan_id: str) -> dict[str, Any] | None:
-        """The record stored under `plan_id`, or None when there is none (or it expired)."""
+    async def put_plan(self, plan_id: str, record: JSONObject, ttl: float | None = None) -> None:
+        """Keep a plan record (the answer, the request, parent_plan_id, replan_count)."""
 
-    async def claim(self, key: str, fingerprint: str, ttl_seconds: float) -> Claim:
-        """Claim an idempotency key for a body (`fingerprint`), atomically across replicas."""
+    async def get_plan(self, plan_id: str) -> JSONObject | None:
+        """The plan record, or None when unknown or expired."""
 
-    async def complete(self, key: str, record: dict[str, Any], ttl_seconds: float) -> None:
-        """Record the answer of a claimed key; later claims with the same body replay it."""
+    async def claim(self, key: str, fingerprint: str, *, lease_seconds: float) -> ClaimOutcome:
+        """Take an idempotency key for `lease_seconds`, or say who has it and how."""
 
-    async def release(self, key: str) -> None:
-        """Give a claimed key up (planning failed), so a retry can claim it."""
+    async def wait(
+        self, key: str, fingerprint: str, deadline: Deadline, *, lease_seconds: float
+    ) -> ClaimOutcome:
+        """Wait for the holder's answer; claims the key if the holder let it go.
 
-    async def cache_get(self, key: str) -> dict[str, Any] | None:
-        """A cached plan, or None."""
+        InProgress only when the deadline runs out first."""
 
-    async def cache_put(self, key: str, record: dict[str, Any], ttl_seconds: float) -> None:
-        """Cache a plan for `ttl_seconds`."""
+    async def complete(
+        self, claim: Claimed, response: JSONObject, ttl: float | None = None
+    ) -> bool:
+        """Store the answer for the key; False when the claim was lost (its lease ran out and
+        another caller took the key), in which case the other caller's answer stands."""
 
-    async def ping(self) -> bool:
-        """True when the backend answers now."""
+    async def release(self, claim: Claimed) -> None:
+        """Let the key go after a failure, so the next request with it starts afresh."""
 
-    async def aclose(self) -> None:
-        """Release connections."""
+    async def cache_get(self, key: str) -> JSONObject | None:
+        """A plan cache entry, or None."""
+
+    async def cache_put(self, key: str, value: JSONObject, ttl: float) -> None:
+        """Keep a plan cache entry for `ttl` seconds."""
+
+    async def ping(self) -> None:
+        """Return when the store answers; raise StoreUnavailable otherwise."""
+
+    async def healthy(self) -> bool:
+        """True when the store answers now."""
+
+    async def close(self) -> None:
+        """Release connections; the store is not used after this."""

@@ -1,4 +1,4 @@
-"""The store the settings ask for: Redis when `store.url` is set, else the embedded one."""
+"""Builds the plan store the settings ask for: Redis when `store.url` is set, else memory."""
 
 from __future__ import annotations
 
@@ -6,15 +6,21 @@ from planner_arm.clock import Clock
 from planner_arm.config import Settings
 from planner_arm.store.base import PlanStore
 from planner_arm.store.memory import MemoryStore
-from planner_arm.store.redis_store import RedisStore
+from planner_arm.store.redis_backend import RedisStore, redis_client
 
 
 def build_store(settings: Settings, clock: Clock) -> PlanStore:
-    store = settings.store
-    if store.url is None:
-        return MemoryStore(store.max_entries, clock)
+    """The store for this process; nothing connects until the first command."""
+    config = settings.store
+    if config.url is None:
+        return MemoryStore(
+            ttl_seconds=config.ttl_seconds, max_entries=config.max_entries, clock=clock
+        )
+    client = redis_client(config.url.get_secret_value().strip(), config.socket_timeout_seconds)
     return RedisStore(
-        store.url.get_secret_value(),
-        key_prefix=store.key_prefix,
-        timeout_seconds=store.timeout_seconds,
+        client,
+        clock=clock,
+        ttl_seconds=config.ttl_seconds,
+        key_prefix=config.key_prefix,
+        poll_interval_seconds=config.poll_interval_seconds,
     )

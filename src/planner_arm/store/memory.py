@@ -1,86 +1,134 @@
-"""The embedded store: bounded dicts in this process, each entry with its own expiry.
+"""The embedded plan store: bounded maps in this process, TTLs on the injected clock.
 
-The default with no Redis configured. Plans, idempotency records and cached plans share one
-least-recently-used bound, so a busy process holds at most `max_entries` records.
+The default when no Redis is configured. Records are kept as JSON text, like in Redis, so a
+caller that changes a dict it got back does not change the store, and both backends accept
+and return the same things. Each kind of record (plans, idempotency keys, cache entries) has
+its own bound, so a busy cache cannot push plans out.
 """
 
 from __future__ import annotations
 
-import copy
+import asyncio
+import uuid
 from collections import OrderedDict
-from typing import Any
 
-from planner_arm.clock import Clock
-from planner_arm.store.base import Claim, Claimed, Conflict, InProgress, Replay, StoreKind
+from planner_arm.clock import Clock, Deadline
+from planner_arm.store.base import Claimed, ClaimOutcome, InProgress, JSONObject, StoreKind
+from planner_arm.store.records import answered_record, claim_record, decode, encode, outcome_of
 
 
-class MemoryStore:
-    kind: StoreKind = "memory"
+class ExpiringMap:
+    """Least-recently-used text values, each until its own expiry time on the clock."""
 
     def __init__(self, max_entries: int, clock: Clock) -> None:
         self._max_entries = max_entries
         self._clock = clock
-        # (namespace, key) -> (expires at, value)
-        self._entries: OrderedDict[tuple[str, str], tuple[float, Any]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[float, str]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def _get(self, namespace: str, key: str) -> Any | None:
-        entry = self._entries.get((namespace, key))
+    def get(self, key: str) -> str | None:
+        entry = self._entries.get(key)
         if entry is None:
             return None
         expires_at, value = entry
         if self._clock.now() >= expires_at:
-            del self._entries[(namespace, key)]
+            del self._entries[key]
             return None
-        self._entries.move_to_end((namespace, key))
+        self._entries.move_to_end(key)
         return value
 
-    def _set(self, namespace: str, key: str, value: Any, ttl_seconds: float) -> None:
-        self._entries[(namespace, key)] = (self._clock.now() + ttl_seconds, value)
-        self._entries.move_to_end((namespace, key))
+    def put(self, key: str, value: str, ttl: float) -> None:
+        self._entries[key] = (self._clock.now() + ttl, value)
+        self._entries.move_to_end(key)
         while len(self._entries) > self._max_entries:
             self._entries.popitem(last=False)
 
-    async def put_plan(self, plan_id: str, record: dict[str, Any], ttl_seconds: float) -> None:
-        # A copy each way: a caller changing its dict must not change what is stored.
-        self._set("plan", plan_id, copy.deepcopy(record), ttl_seconds)
+    def delete(self, key: str) -> None:
+        self._entries.pop(key, None)
 
-    async def get_plan(self, plan_id: str) -> dict[str, Any] | None:
-        found = self._get("plan", plan_id)
-        return copy.deepcopy(found) if found is not None else None
 
-    async def claim(self, key: str, fingerprint: str, ttl_seconds: float) -> Claim:
-        # No await between the read and the write: atomic on the event loop.
-        held = self._get("idem", key)
-        if held is None:
-            self._set("idem", key, (fingerprint, None), ttl_seconds)
-            return Claimed()
-        held_fingerprint, record = held
-        if held_fingerprint != fingerprint:
-            return Conflict()
-        if record is None:
-            return InProgress()
-        return Replay(copy.deepcopy(record))
+class MemoryStore:
+    """Plans, idempotency records and cache entries of one process."""
 
-    async def complete(self, key: str, record: dict[str, Any], ttl_seconds: float) -> None:
-        held = self._get("idem", key)
-        if held is not None:
-            self._set("idem", key, (held[0], copy.deepcopy(record)), ttl_seconds)
+    def __init__(self, *, ttl_seconds: float, max_entries: int, clock: Clock) -> None:
+        self._ttl = ttl_seconds
+        self._plans = ExpiringMap(max_entries, clock)
+        self._keys = ExpiringMap(max_entries, clock)
+        self._cache = ExpiringMap(max_entries, clock)
+        # Set when a claimed key is answered or let go, so its waiters look again at once.
+        self._settled: dict[str, asyncio.Event] = {}
 
-    async def release(self, key: str) -> None:
-        self._entries.pop(("idem", key), None)
+    @property
+    def kind(self) -> StoreKind:
+        return "memory"
 
-    async def cache_get(self, key: str) -> dict[str, Any] | None:
-        found = self._get("cache", key)
-        return copy.deepcopy(found) if found is not None else None
+    async def put_plan(self, plan_id: str, record: JSONObject, ttl: float | None = None) -> None:
+        self._plans.put(plan_id, encode(record), self._ttl if ttl is None else ttl)
 
-    async def cache_put(self, key: str, record: dict[str, Any], ttl_seconds: float) -> None:
-        self._set("cache", key, copy.deepcopy(record), ttl_seconds)
+    async def get_plan(self, plan_id: str) -> JSONObject | None:
+        stored = self._plans.get(plan_id)
+        return None if stored is None else decode(stored)
 
-    async def ping(self) -> bool:
+    async def claim(self, key: str, fingerprint: str, *, lease_seconds: float) -> ClaimOutcome:
+        # No await between the look and the write: in one event loop this is atomic.
+        stored = self._keys.get(key)
+        if stored is not None:
+            return outcome_of(stored, fingerprint)
+        claim = Claimed(key=key, fingerprint=fingerprint, token=uuid.uuid4().hex)
+        self._keys.put(key, claim_record(claim), lease_seconds)
+        self._wake(key)  # waiters on a claim whose lease ran out look at the new one
+        return claim
+
+    async def wait(
+        self, key: str, fingerprint: str, deadline: Deadline, *, lease_seconds: float
+    ) -> ClaimOutcome:
+        while True:
+            outcome = await self.claim(key, fingerprint, lease_seconds=lease_seconds)
+            if not isinstance(outcome, InProgress) or deadline.expired:
+                return outcome
+            settled = self._settled.setdefault(key, asyncio.Event())
+            try:
+                await asyncio.wait_for(settled.wait(), deadline.remaining())
+            except TimeoutError:
+                return InProgress()
+
+    async def complete(
+        self, claim: Claimed, response: JSONObject, ttl: float | None = None
+    ) -> bool:
+        stored = self._keys.get(claim.key)
+        if stored is not None and stored != claim_record(claim):
+            return False
+        answer = answered_record(claim, response)
+        self._keys.put(claim.key, answer, self._ttl if ttl is None else ttl)
+        self._wake(claim.key)
         return True
 
-    async def aclose(self) -> None:
-        self._entries.clear()
+    async def release(self, claim: Claimed) -> None:
+        if self._keys.get(claim.key) == claim_record(claim):
+            self._keys.delete(claim.key)
+        self._wake(claim.key)
+
+    async def cache_get(self, key: str) -> JSONObject | None:
+        stored = self._cache.get(key)
+        return None if stored is None else decode(stored)
+
+    async def cache_put(self, key: str, value: JSONObject, ttl: float) -> None:
+        self._cache.put(key, encode(value), ttl)
+
+    async def ping(self) -> None:
+        return None
+
+    async def healthy(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        for event in self._settled.values():
+            event.set()
+        self._settled.clear()
+
+    def _wake(self, key: str) -> None:
+        event = self._settled.pop(key, None)
+        if event is not None:
+            event.set()

@@ -1,0 +1,108 @@
+"""A real `redis-server` for tests: a free loopback port, a temporary dir, nothing persisted.
+
+    server = RedisServer(tmp_path); server.start(); ... server.url ...; server.stop()
+
+Started when a test needs it and stopped after; `start` returns once the server answers PING.
+Without redis-server on PATH the test is skipped (under CI it fails: scripts/test.sh installs
+the Debian package `redis-server`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+START_SECONDS = 10.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _answers_ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            # A server with a password answers -NOAUTH: up all the same.
+            return sock.recv(16).startswith((b"+PONG", b"-NOAUTH"))
+    except OSError:
+        return False
+
+
+class RedisServer:
+    """One redis-server process of this test run."""
+
+    def __init__(self, directory: Path, *extra_args: str) -> None:
+        self.directory = directory
+        self.extra_args = list(extra_args)  # e.g. "--requirepass", "secret"
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            message = "redis-server is not installed (apt-get install redis-server)"
+            if os.environ.get("CI"):
+                pytest.fail(message)
+            pytest.skip(message)
+        # The port is free when picked; if another process takes it first, the server exits
+        # at once and the next try picks another.
+        for _ in range(3):
+            self.port = _free_port()
+            args = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
+            args += ["--appendonly", "no", "--dir", str(self.directory), "--loglevel", "warning"]
+            args += self.extra_args
+            self.process = subprocess.Popen(
+                [binary, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
+            if self._wait_until_ready():
+                return self
+        raise RuntimeError(f"redis-server did not start within {START_SECONDS} s")
+
+    def _wait_until_ready(self) -> bool:
+        assert self.process is not None
+        give_up_at = time.monotonic() + START_SECONDS
+        while time.monotonic() < give_up_at:
+            if self.process.poll() is not None:
+                return False
+            if _answers_ping(self.port):
+                return True
+            time.sleep(0.01)  # polling a starting process; bounded by START_SECONDS
+        self.stop()
+        return False
+
+    def pause(self) -> None:
+        """Freeze the server (SIGSTOP): it keeps its socket but answers nothing."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGCONT)  # a paused server cannot act on SIGTERM
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        if self.process.stderr is not None:
+            self.process.stderr.close()

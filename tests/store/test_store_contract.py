@@ -1,0 +1,156 @@
+"""What every plan store does, run against both backends: memory and a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from conftest import FakeClock
+from planner_arm.clock import Deadline
+from planner_arm.config import load_settings
+from planner_arm.store import (
+    Claimed,
+    ClaimOutcome,
+    Conflict,
+    InProgress,
+    PlanStore,
+    Replay,
+    build_store,
+)
+
+LEASE = 30.0
+ANSWER = {"plan_id": "p-1", "steps": [{"step": 1, "action": "Write the fix"}], "version": 1}
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest, fake_clock: FakeClock) -> AsyncIterator[PlanStore]:
+    store_section: dict[str, Any] = {}
+    if request.param == "redis":
+        store_section["url"] = request.getfixturevalue("redis_url")
+    built = build_store(load_settings(store=store_section), fake_clock.as_clock())
+    assert built.kind == request.param
+    yield built
+    await built.close()
+
+
+async def test_a_stored_plan_comes_back_as_stored(store: PlanStore) -> None:
+    record = {"response": ANSWER, "request": {"goal": "Fix the login bug"}, "replan_count": 0}
+    record["parent_plan_id"] = None
+    await store.put_plan("p-1", record)
+    fetched = await store.get_plan("p-1")
+    assert fetched == record
+    assert fetched is not None
+    fetched["response"]["steps"].clear()  # the caller's copy, not the store's
+    assert await store.get_plan("p-1") == record
+    assert await store.get_plan("p-unknown") is None
+
+
+async def test_a_cache_entry_comes_back_until_replaced(store: PlanStore) -> None:
+    assert await store.cache_get("k") is None
+    await store.cache_put("k", {"plan": 1}, ttl=300)
+    await store.cache_put("other", {"plan": 2}, ttl=300)
+    assert await store.cache_get("k") == {"plan": 1}
+    await store.cache_put("k", {"plan": 3}, ttl=300)
+    assert await store.cache_get("k") == {"plan": 3}
+    assert await store.get_plan("k") is None  # plans and cache entries do not mix
+
+
+async def test_the_first_claim_wins_and_its_answer_is_replayed(store: PlanStore) -> None:
+    first = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    assert isinstance(first, Claimed)
+    assert (first.key, first.fingerprint) == ("key-1", "body-a")
+    assert isinstance(await store.claim("key-1", "body-a", lease_seconds=LEASE), InProgress)
+    assert await store.complete(first, ANSWER) is True
+    assert await store.claim("key-1", "body-a", lease_seconds=LEASE) == Replay(ANSWER)
+    # Other keys are untouched.
+    assert isinstance(await store.claim("key-2", "body-a", lease_seconds=LEASE), Claimed)
+
+
+async def test_the_same_key_with_another_body_is_a_conflict(
+    store: PlanStore, fake_clock: FakeClock
+) -> None:
+    first = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    assert isinstance(first, Claimed)
+    assert await store.claim("key-1", "body-b", lease_seconds=LEASE) == Conflict()
+    await store.complete(first, ANSWER)
+    assert await store.claim("key-1", "body-b", lease_seconds=LEASE) == Conflict()
+    deadline = Deadline(10, fake_clock.as_clock())
+    assert await store.wait("key-1", "body-b", deadline, lease_seconds=LEASE) == Conflict()
+
+
+async def test_a_released_key_can_be_claimed_again(store: PlanStore) -> None:
+    first = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    assert isinstance(first, Claimed)
+    await store.release(first)
+    second = await store.claim("key-1", "body-b", lease_seconds=LEASE)
+    assert isinstance(second, Claimed)
+    assert second.token != first.token
+
+
+async def test_a_lost_claim_cannot_overwrite_or_release_the_next_one(store: PlanStore) -> None:
+    first = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    assert isinstance(first, Claimed)
+    await store.release(first)
+    second = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    assert isinstance(second, Claimed)
+    assert await store.complete(first, {"plan_id": "late"}) is False
+    await store.release(first)  # a no-op: the key is the second caller's
+    assert isinstance(await store.claim("key-1", "body-a", lease_seconds=LEASE), InProgress)
+    assert await store.complete(second, ANSWER) is True
+    assert await store.claim("key-1", "body-a", lease_seconds=LEASE) == Replay(ANSWER)
+
+
+async def test_concurrent_claims_make_one_answer_for_all(
+    store: PlanStore, fake_clock: FakeClock
+) -> None:
+    answers = 0
+
+    async def request(deadline: Deadline) -> ClaimOutcome:
+        nonlocal answers
+        outcome = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+        if isinstance(outcome, InProgress):
+            outcome = await store.wait("key-1", "body-a", deadline, lease_seconds=LEASE)
+        if isinstance(outcome, Claimed):
+            answers += 1
+            await asyncio.sleep(0)  # let the others pile up on the key meanwhile
+            await store.complete(outcome, ANSWER)
+        return outcome
+
+    deadline = Deadline(10_000, fake_clock.as_clock())
+    outcomes = await asyncio.gather(*(request(deadline) for _ in range(25)))
+    assert answers == 1
+    assert sum(isinstance(o, Claimed) for o in outcomes) == 1
+    assert [o for o in outcomes if not isinstance(o, Claimed)] == [Replay(ANSWER)] * 24
+
+
+async def test_a_waiter_takes_over_a_key_its_holder_let_go(
+    store: PlanStore, fake_clock: FakeClock
+) -> None:
+    first = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    assert isinstance(first, Claimed)
+
+    async def fail_then_release() -> None:
+        await asyncio.sleep(0)
+        await store.release(first)
+
+    deadline = Deadline(10_000, fake_clock.as_clock())
+    waiting = store.wait("key-1", "body-a", deadline, lease_seconds=LEASE)
+    outcome, _ = await asyncio.gather(waiting, fail_then_release())
+    assert isinstance(outcome, Claimed)
+    assert outcome.token != first.token
+
+
+async def test_a_waiter_past_its_deadline_hears_in_progress(
+    store: PlanStore, fake_clock: FakeClock
+) -> None:
+    assert isinstance(await store.claim("key-1", "body-a", lease_seconds=LEASE), Claimed)
+    spent = Deadline(0, fake_clock.as_clock())
+    assert await store.wait("key-1", "body-a", spent, lease_seconds=LEASE) == InProgress()
+
+
+async def test_a_working_store_is_healthy(store: PlanStore) -> None:
+    await store.ping()
+    assert await store.healthy() is True
