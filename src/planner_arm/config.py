@@ -33,7 +33,7 @@ class Section(BaseModel):
 
 
 class ModelSettings(Section):
-    provider: str = "openai"
+    provider: Literal["openai"] = "openai"  # the OpenAI API, or a compatible server
     name: str = Field("gpt-3.5-turbo", min_length=1)
     # Tried in order after `name` when it fails hard (auth, unknown model, bad answers).
     fallback_models: list[str] = Field(default_factory=list)
@@ -41,6 +41,8 @@ class ModelSettings(Section):
     max_tokens: int = Field(2000, ge=64, le=32_000)
     base_url: str | None = None
     response_format: ResponseFormat = "json_object"
+    # One call's own bound; the request deadline (less the reserves in `retry`) may cut it.
+    call_timeout_seconds: float = Field(30.0, gt=0, le=300)
 
     @property
     def chain(self) -> list[str]:
@@ -52,6 +54,7 @@ class PlanningSettings(Section):
     min_steps: int = Field(3, ge=1, le=50)
     max_steps: int = Field(7, ge=1, le=50)
     require_validation_step: bool = True
+    # The final judge step must depend, directly or through others, on every other step.
     require_dependency_check: bool = True
     # The whole request's budget: every LLM call, retry and wait fits inside it.
     timeout_seconds: float = Field(10.0, gt=0, le=300)
@@ -70,6 +73,9 @@ class RetrySettings(Section):
     backoff_max_seconds: float = Field(2.0, ge=0, le=60)
     # Fraction of each backoff that is randomised, so clients do not retry in lockstep.
     jitter: float = Field(0.5, ge=0, le=1)
+    # Kept from each call for the next model (at most half of what is left) and the fallback.
+    next_model_reserve_seconds: float = Field(3.0, ge=0, le=300)
+    fallback_reserve_seconds: float = Field(0.1, ge=0, le=10)
 
 
 class FallbackSettings(Section):
@@ -125,6 +131,7 @@ class CircuitSettings(Section):
     min_calls: int = Field(10, ge=1, le=10_000)
     window_seconds: float = Field(60.0, gt=0, le=3600)
     cooldown_seconds: float = Field(30.0, gt=0, le=3600)
+    max_retry_after_seconds: float = Field(300.0, gt=0, le=86_400)
 
 
 class LimitsSettings(Section):
@@ -171,14 +178,6 @@ class CacheSettings(Section):
     max_entries: int = Field(1024, ge=1, le=1_000_000)
 
 
-def _default_arms() -> list[ArmSpec]:
-    return [ArmSpec(**arm) for arm in DEFAULT_ARMS]
-
-
-def _default_pricing() -> dict[str, Price]:
-    return {model: Price(**price) for model, price in DEFAULT_PRICING.items()}
-
-
 class Settings(BaseSettings):
     """Everything the service can be told. Build with `load_settings()`."""
 
@@ -194,9 +193,13 @@ class Settings(BaseSettings):
     cache: CacheSettings = Field(default_factory=CacheSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
-    arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)
+    arms: list[ArmSpec] = Field(
+        default_factory=lambda: [ArmSpec(**arm) for arm in DEFAULT_ARMS], min_length=1
+    )
     arm_aliases: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ARM_ALIASES))
-    pricing: dict[str, Price] = Field(default_factory=_default_pricing)
+    pricing: dict[str, Price] = Field(
+        default_factory=lambda: {m: Price(**p) for m, p in DEFAULT_PRICING.items()}
+    )
     api_key: SecretStr | None = None
 
     @property

@@ -158,7 +158,13 @@ def test_dockerignore_sends_only_what_the_image_needs() -> None:
     for path in [*copied, "src/planner_arm/api/app.py"]:
         assert (REPO / path).exists(), path
         assert not _dockerignored(path, patterns), f"{path} must reach the build"
-    outside = [".venv/bin/python", ".git/HEAD", "tests/api/test_api.py", "benchmarks/load.py", ".env"]
+    outside = [
+        ".venv/bin/python",
+        ".git/HEAD",
+        "tests/api/test_api.py",
+        "benchmarks/load.py",
+        ".env",
+    ]
     outside += ["k8s/deployment.yaml", "src/planner_arm/api/__pycache__/app.cpython-311.pyc"]
     for path in outside:
         assert _dockerignored(path, patterns), f"{path} must stay out of the build context"

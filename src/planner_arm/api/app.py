@@ -34,6 +34,7 @@ from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import request_model_for
 from planner_arm.planning.cache import CachingPlanner
 from planner_arm.planning.planner import PlannerArm
+from planner_arm.planning.recorder import PlanRecorder
 from planner_arm.planning.traffic import TrafficStats
 
 log = structlog.get_logger("planner_arm.api.app")
@@ -138,8 +139,10 @@ def create_app(
                 reason="no OPENAI_API_KEY and no base URL",
                 serving="rule-based planner",
             )
-        services.planner = PlannerArm(settings, services.llm, metrics, clock, rng)
-        services.plans = CachingPlanner(services.planner, settings, metrics, services.planner.clock)
+        recorder = PlanRecorder(metrics, services.stats)
+        planner = PlannerArm(settings, services.llm, metrics, clock, rng, recorder=recorder)
+        services.planner = planner
+        services.plans = CachingPlanner(planner, settings, metrics, planner.clock, recorder)
         services.state = "ready"
         metrics.ready.set(1)
         log.info(

@@ -54,22 +54,14 @@ def planning_router(request_model: type[PlanRequest]) -> APIRouter:
         body: PlanRequest, request: Request, planning: PlanningDep
     ) -> PlanResponse:
         """Turn a goal into a validated, executable plan."""
-        services, planner = planning
+        _, planner = planning
         plan_request = body
         no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
         if plan_request.request_id:
             request.scope["state"]["request_id"] = plan_request.request_id
         request_id: str = request.scope["state"]["request_id"]
-        started = time.perf_counter()
-        try:
-            response = await planner.plan(
-                plan_request, request_id, use_cache=plan_request.options.use_cache and not no_cache
-            )
-        except PlannerError:
-            services.stats.record_failure((time.perf_counter() - started) * 1000)
-            raise
-        services.stats.record_plan(response.metadata.source, response.metadata.latency_ms)
-        return response
+        use_cache = plan_request.options.use_cache and not no_cache
+        return await planner.plan(plan_request, request_id, use_cache=use_cache)
 
     # The body's model is this app's (its limits come from config), so it is set here rather
     # than in the signature, where annotations are strings resolved in module scope.
@@ -113,6 +105,7 @@ async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
         capabilities=SERVICE_CAPABILITIES,
         cost_tier=SERVICE_COST_TIER,
         average_latency_ms=stats.average_latency_ms,
+        model_latency_ms=stats.model_latency_ms,
         success_rate=stats.success_rate,
         measured=stats.measured,
         plans_by_source=dict(stats.plans_by_source),
@@ -124,6 +117,7 @@ async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
         max_steps=settings.planning.max_steps,
         models=settings.model.chain,
         llm="configured" if settings.llm_enabled else "disabled",
+        timeout_seconds=settings.planning.timeout_seconds,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from planner_arm.plan.draft import DraftPlan, repair
+from planner_arm.plan.draft import DraftPlan, repair, split_note
 from planner_arm.plan.estimation import (
     complexity_score,
     critical_path_duration,
@@ -12,11 +12,22 @@ from planner_arm.plan.estimation import (
     plan_confidence,
     total_duration,
 )
-from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanSource
+from planner_arm.plan.schemas import (
+    EstimatedCost,
+    PlanMetadata,
+    PlanNote,
+    PlanResponse,
+    PlanSource,
+)
 from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import ValidPlan
 
 _RATIONALE_GOAL_CHARS = 120
+
+
+def notes(entries: list[str]) -> list[PlanNote]:
+    """The pipeline's "code: detail" strings as the API's {code, detail} objects."""
+    return [PlanNote(code=code, detail=detail) for code, detail in map(split_note, entries)]
 
 
 def assemble_response(
@@ -66,8 +77,8 @@ def assemble_response(
             source=source,
             model=model,
             attempts=spend.calls,
-            repairs=repairs,
-            warnings=[*draft.warnings, *spend.warnings],
+            repairs=notes(repairs),
+            warnings=notes([*draft.warnings, *spend.warnings]),
             latency_ms=round(latency_ms, 3),
             prompt_version=prompt_version,
         ),

@@ -16,6 +16,8 @@ from planner_arm.config import PlanningSettings
 from planner_arm.plan import arms
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, DraftStep
+from planner_arm.plan.lexicon import Lexicon, stem, word_set, words
+from planner_arm.plan.vocabulary import GENERIC_VERBS, LEAD_FILLERS
 
 # Each [kind]: its label and usual complexity, the cue words that point at it, then its steps.
 # Kinds are in priority order: equal cue scores go to the earlier kind, and the goal's leading
@@ -154,14 +156,14 @@ MAX_CONSTRAINT_CHARS = 500  # at most 32 constraints (the API's limit) are carri
 SUBJECT_WORDS, SUBJECT_CHARS, GOAL_ACTION_CHARS = 8, 64, 120
 
 
-_QUESTION = arms.word_set("what why how which who when where should does do is are can could")
+_QUESTION = word_set("what why how which who when where should does do is are can could")
 # Words dropped from the front of a goal before its subject: fillers, one verb, determiners.
-_LEADING = _QUESTION | arms.word_set(
+_LEADING = _QUESTION | word_set(
     "please kindly would will you we i need needs want to help me us let's lets let must was "
     "were there it be go and then first now also just quickly urgently asap task goal todo"
 )
-_DETERMINERS = arms.word_set("the a an our my your their its this that these those some all any")
-_VERBS = arms.word_set(
+_DETERMINERS = word_set("the a an our my your their its this that these those some all any")
+_VERBS = word_set(
     "fix add implement build create write develop make research investigate analyse analyze "
     "deploy release ship document review audit check find compare explore study evaluate assess "
     "design plan refactor update upgrade migrate set install configure debug resolve repair "
@@ -170,18 +172,16 @@ _VERBS = arms.word_set(
     "remove clean speed learn understand look figure identify estimate measure report gather "
     "search read translate rewrite extend harden patch diagnose monitor decide choose get do"
 )
-_PARTICLES = arms.word_set("up out down into over through")
-_JOINERS = arms.word_set("and then also plus &")
-_CUTS = arms.word_set("for to so because without while using via before after by when if unless")
-_TRAILING = _DETERMINERS | _CUTS | _JOINERS | arms.word_set("of in on at with")
+_PARTICLES = word_set("up out down into over through")
+_JOINERS = word_set("and then also plus &")
+_CUTS = word_set("for to so because without while using via before after by when if unless")
+_TRAILING = _DETERMINERS | _CUTS | _JOINERS | word_set("of in on at with")
 # "documentation for the CLI" is about the CLI: such a head is dropped before a cut word.
-_GENERIC_HEADS = _DETERMINERS | arms.word_set(
+_GENERIC_HEADS = _DETERMINERS | word_set(
     "documentation docs doc guide tutorial readme manual tests test unit support report "
     "analysis review audit deployment overview summary research study fix patch feature plan new"
 )
-_DOC_NOUNS = arms.word_set(
-    "documentation docs doc guide tutorial readme manual notes changelog wiki"
-)
+_DOC_NOUNS = word_set("documentation docs doc guide tutorial readme manual notes changelog wiki")
 _CLAUSE_END = re.compile(r"[.!?;:]+(?=\s|$)|[\n;,(\[]|\s[-–—]+\s")
 _EDGE = re.compile(r"^\W+|\W+$")
 
@@ -206,8 +206,8 @@ class _Kind(NamedTuple):
 
 def classify_goal(goal: str) -> str:
     """The kind of goal ("bug_fix", "feature", ...; see TEMPLATES), "generic" if no cue fits."""
-    tokens = arms.words(goal[:2000])[:200]
-    stems = [arms.stem(token) for token in tokens]
+    tokens = words(goal[:2000])[:200]
+    stems = [stem(token) for token in tokens]
     kinds, lexicon, skip, generic_verbs = _kinds(), *_kind_lexicon()
     head = next((i for i, s in enumerate(stems[:6]) if s not in skip), -1)
     scores = dict.fromkeys(range(len(kinds)), 0.0)
@@ -298,13 +298,13 @@ def _kinds() -> dict[str, _Kind]:
 
 
 @cache
-def _kind_lexicon() -> tuple[arms.Lexicon, frozenset[str], frozenset[str]]:
-    lexicon = arms.Lexicon()
+def _kind_lexicon() -> tuple[Lexicon, frozenset[str], frozenset[str]]:
+    lexicon = Lexicon()
     for index, kind in enumerate(_kinds().values()):
         for cue in kind.cues:
             lexicon.add(index, cue, 1.0)
-    skip = frozenset(arms.stem(word) for word in arms.LEAD_FILLERS | _QUESTION)
-    return lexicon, skip, frozenset(arms.stem(verb) for verb in arms.GENERIC_VERBS)
+    skip = frozenset(stem(word) for word in LEAD_FILLERS | _QUESTION)
+    return lexicon, skip, frozenset(stem(verb) for verb in GENERIC_VERBS)
 
 
 def _fit(work: list[_Step], size: int) -> list[_Step]:
