@@ -7,6 +7,7 @@ import json
 import random
 
 import httpx
+import pytest
 import respx
 
 from conftest import FakeClock, answer, good_plan, make_settings
@@ -168,3 +169,50 @@ async def test_full_call_slots_give_the_fallback_not_a_queue(chat_route: respx.R
     release.set()
     assert (await holder).metadata.source == "llm"
     assert chat_route.call_count == 1
+
+
+def two_models(first: httpx.Response | type[Exception]) -> object:
+    """The chat endpoint: model "a" fails as given, model "b" answers with a good plan."""
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        if json.loads(request.content)["model"] != "a":
+            return answer(good_plan())
+        if isinstance(first, httpx.Response):
+            return first
+        raise first("no answer", request=request)
+
+    return respond
+
+
+async def test_a_long_retry_after_moves_on_to_the_next_model(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.side_effect = two_models(httpx.Response(429, headers={"retry-after": "60"}, json={}))
+    planner = build({"model": {"name": "a", "fallback_models": ["b"]}}, fake_clock)
+    response = await planner.plan(REQUEST, "r")
+    assert response.metadata.source == "llm"
+    assert response.metadata.model == "b"
+    assert models_called(chat_route) == ["a", "b"]
+    assert fake_clock.sleeps == []  # no wait that the deadline could not hold
+
+
+async def test_a_model_that_times_out_hands_over_to_the_next(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.side_effect = two_models(httpx.ReadTimeout)
+    planner = build({"model": {"name": "a", "fallback_models": ["b"]}}, fake_clock)
+    response = await planner.plan(REQUEST, "r")
+    assert response.metadata.model == "b"
+    assert models_called(chat_route) == ["a", "b"]
+
+
+async def test_each_call_keeps_time_for_the_next_model_and_the_fallback(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.side_effect = two_models(httpx.Response(401, json={}))
+    planner = build({"model": {"name": "a", "fallback_models": ["b"]}}, fake_clock)
+    await planner.plan(REQUEST, "r")
+    timeouts = [call.request.extensions["timeout"]["read"] for call in chat_route.calls]
+    # Deadline 10 s: "a" may take all but the next model's 3 s and the fallback's 0.1 s;
+    # "b", the last model, all but the fallback's share.
+    assert timeouts == [pytest.approx(6.9), pytest.approx(9.9)]
