@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner_arm.errors import PlanParseError
-from planner_arm.pipeline.parsing import (
-    extract_json,
+from planner_arm.pipeline.parsing import extract_json
+from planner_arm.pipeline.value_text import (
     parse_cost_word,
     parse_duration,
     parse_step_reference,

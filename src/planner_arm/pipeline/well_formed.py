@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner_arm.pipeline import parsing
+from planner_arm.pipeline import value_text
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, DraftStep
 
@@ -25,7 +25,7 @@ _ASKED_STEP = frozenset((
 
 def usable_criterion(text: str) -> bool:
     """Says when a step is done: not empty, not a rating word, not a placeholder."""
-    rating = len(text) < 20 and parsing.parse_cost_word(text.rstrip(".!")) is not None
+    rating = len(text) < 20 and value_text.parse_cost_word(text.rstrip(".!")) is not None
     return bool(text) and not rating and text.lower().rstrip(".!") not in _NOT_CRITERIA
 
 
