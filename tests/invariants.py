@@ -36,6 +36,7 @@ def assert_valid_plan(
     arm_ids: Collection[str] = DEFAULT_ARMS,
     require_validation_step: bool = True,
     consecutive: bool = True,
+    require_dependency_check: bool = True,
 ) -> None:
     """Fail with a message naming the first broken invariant of a plan response body.
 
@@ -81,6 +82,8 @@ def assert_valid_plan(
     if require_validation_step:
         last_arm = plan[-1].get("required_arm") if plan else None
         assert last_arm == "judge", f"last step's arm is {last_arm!r}, not 'judge'"
+        if require_dependency_check:
+            _assert_final_check_comes_last(deps_of)
 
     total = body.get("total_estimated_duration")
     assert _is_int(total), f"total_estimated_duration {total!r} is not an int"
@@ -112,7 +115,13 @@ def assert_valid_plan(
     assert _is_int(attempts), f"metadata.attempts {attempts!r} is not an int"
     assert attempts >= 0, f"metadata.attempts {attempts!r} is negative"
     for name in ("repairs", "warnings"):
-        assert _is_str_list(meta.get(name)), f"metadata.{name} {meta.get(name)!r}"
+        notes = meta.get(name)
+        assert isinstance(notes, list), f"metadata.{name} {notes!r} is not a list"
+        for note in notes:
+            assert isinstance(note, Mapping), f"metadata.{name}: {note!r} is not an object"
+            assert set(note) == {"code", "detail"}, f"metadata.{name}: {note!r}"
+            assert _nonempty_str(note["code"]), f"metadata.{name}: code of {note!r}"
+            assert isinstance(note["detail"], str), f"metadata.{name}: detail of {note!r}"
     for name in ("plan_id", "request_id"):
         assert _nonempty_str(body.get(name)), f"{name} {body.get(name)!r} is empty"
     _assert_lineage(body)
@@ -139,6 +148,20 @@ def _assert_lineage(body: Mapping[str, Any]) -> None:
         numbers = {step["step"] for step in body["plan"]}
         assert set(diff["kept"]) | set(diff["added"]) == numbers, f"diff {diff} vs {numbers}"
         assert not set(diff["kept"]) & set(diff["added"]), f"diff {diff} keeps and adds a step"
+
+
+def _assert_final_check_comes_last(deps_of: Mapping[int, list[int]]) -> None:
+    """The last step depends, directly or through others, on every other step."""
+    last = max(deps_of, default=0)
+    reached: set[int] = set()
+    todo = list(deps_of.get(last, []))
+    while todo:
+        dep = todo.pop()
+        if dep not in reached:
+            reached.add(dep)
+            todo.extend(deps_of[dep])
+    unreached = sorted(set(deps_of) - reached - {last})
+    assert not unreached, f"the final check (step {last}) does not depend on steps {unreached}"
 
 
 def _assert_stages(stages: object, deps_of: Mapping[int, list[int]]) -> None:

@@ -102,6 +102,7 @@ def test_bad_values_name_the_field(
         ("planning: [1, 2]\n", "planning"),
         ("- just\n- a list\n", "must hold a mapping"),
         ("model: {name: [unclosed\n", "not valid YAML"),
+        ("model: {provider: anthropic}\n", "model.provider: Input should be 'openai'"),
     ],
 )
 def test_bad_files_name_the_problem(
@@ -125,3 +126,25 @@ def test_model_chain_has_no_repeats(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LLM_MODEL", "a")
     monkeypatch.setenv("LLM_FALLBACK_MODELS", "b, a, c")
     assert load_settings().model.chain == ["a", "b", "c"]
+
+
+def test_the_seeds_config_file_still_loads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The seed's example file, keys and all: provider and require_dependency_check are read.
+    seed = """
+model:
+  provider: "openai"
+  name: "gpt-3.5-turbo"
+  temperature: 0.3
+  max_tokens: 2000
+planning:
+  min_steps: 3
+  max_steps: 7
+  require_validation_step: true
+  require_dependency_check: false
+"""
+    config = tmp_path / "seed.yaml"
+    config.write_text(seed)
+    monkeypatch.setenv("PLANNER_CONFIG", str(config))
+    settings = load_settings()
+    assert settings.model.provider == "openai"
+    assert settings.planning.require_dependency_check is False

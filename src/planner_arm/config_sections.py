@@ -20,7 +20,7 @@ class Section(BaseModel):
 
 
 class ModelSettings(Section):
-    provider: str = "openai"
+    provider: Literal["openai"] = "openai"  # the OpenAI API, or a compatible server
     name: str = Field("gpt-3.5-turbo", min_length=1)
     # Tried in order after `name` when it fails hard (auth, unknown model, bad answers).
     fallback_models: list[str] = Field(default_factory=list)
@@ -28,6 +28,8 @@ class ModelSettings(Section):
     max_tokens: int = Field(2000, ge=64, le=32_000)
     base_url: str | None = None
     response_format: ResponseFormat = "json_object"
+    # One call's own bound; the request deadline (less the reserves in `retry`) may cut it.
+    call_timeout_seconds: float = Field(30.0, gt=0, le=300)
 
     @property
     def chain(self) -> list[str]:
@@ -39,6 +41,7 @@ class PlanningSettings(Section):
     min_steps: int = Field(3, ge=1, le=50)
     max_steps: int = Field(7, ge=1, le=50)
     require_validation_step: bool = True
+    # The final judge step must depend, directly or through others, on every other step.
     require_dependency_check: bool = True
     # The whole request's budget: every LLM call, retry and wait fits inside it.
     timeout_seconds: float = Field(10.0, gt=0, le=300)
@@ -60,6 +63,9 @@ class RetrySettings(Section):
     backoff_max_seconds: float = Field(2.0, ge=0, le=60)
     # Fraction of each backoff that is randomised, so clients do not retry in lockstep.
     jitter: float = Field(0.5, ge=0, le=1)
+    # Kept from each call for the next model (at most half of what is left) and the fallback.
+    next_model_reserve_seconds: float = Field(3.0, ge=0, le=300)
+    fallback_reserve_seconds: float = Field(0.1, ge=0, le=10)
 
 
 class FallbackSettings(Section):
@@ -115,6 +121,7 @@ class CircuitSettings(Section):
     min_calls: int = Field(10, ge=1, le=10_000)
     window_seconds: float = Field(60.0, gt=0, le=3600)
     cooldown_seconds: float = Field(30.0, gt=0, le=3600)
+    max_retry_after_seconds: float = Field(300.0, gt=0, le=86_400)
 
 
 class LimitsSettings(Section):

@@ -241,6 +241,6 @@ async def test_goal_cannot_steer_the_plan_outside_the_contract(chat_route: respx
     assert_valid_plan(body)  # registered arms only, judge last
     assert {s["required_arm"] for s in body["plan"]} <= set(DEFAULT_ARMS)
     assert body["plan"][-1]["required_arm"] == "judge"
-    assert any(r.startswith("arm_selected") for r in body["metadata"]["repairs"])
+    assert any(r["code"] == "arm_selected" for r in body["metadata"]["repairs"])
     sent = json.loads(chat_route.calls.last.request.content)["messages"]
-    assert "<<<GOAL\n" + goal + "\nGOAL>>>" in sent[1]["content"]
+    assert json.loads(sent[1]["content"].splitlines()[1])["goal"] == goal  # sent as data

@@ -265,6 +265,41 @@ def test_the_circuit_opens_after_repeated_failures_and_closes_after_the_cooldown
     assert health["circuits"] == {MODEL: "closed"}
 
 
+def test_a_hanging_model_opens_its_circuit_and_later_requests_skip_it(
+    stub: StubLLM, serve: Serve
+) -> None:
+    url = serve(PLANNER_CIRCUIT__CONSECUTIVE_FAILURES="2", PLANNER_CIRCUIT__COOLDOWN_SECONDS="60")
+    stub.default = Hang()
+    fresh: dict[str, Any] = {"options": {"use_cache": False}}
+    with httpx.Client(base_url=url, timeout=10) as client:
+        for n in range(2):
+            body, elapsed = plan(client, f"Deploy the billing service to region {n}", **fresh)
+            assert body["metadata"]["source"] == "fallback"
+            assert elapsed < TIMEOUT + 0.5  # the call's own budget ends inside the deadline
+        assert stub.calls == 2  # each timed out once: two failures, and the circuit opens
+
+        skipped, elapsed = plan(client, "Review the privacy policy", **fresh)
+        assert skipped["metadata"]["source"] == "fallback"
+        assert stub.calls == 2  # not asked again
+        assert elapsed < TIMEOUT / 3  # no waiting on a model known to hang
+        health = client.get("/health").json()
+        metrics = client.get("/metrics").text
+    assert health["circuits"] == {MODEL: "open"}
+    assert f'planner_llm_calls_total{{model="{MODEL}",outcome="timeout"}} 2.0' in metrics
+    assert f'planner_llm_circuit_state{{model="{MODEL}"}} 2.0' in metrics
+
+
+def test_a_hanging_model_leaves_time_for_the_next_one(stub: StubLLM, serve: Serve) -> None:
+    url = serve(LLM_FALLBACK_MODELS="gpt-4o-mini")
+    stub.script(Hang())  # the first model hangs; the second answers at once
+    with httpx.Client(base_url=url, timeout=10) as client:
+        body, elapsed = plan(client)
+    assert body["metadata"]["source"] == "llm"
+    assert body["metadata"]["model"] == "gpt-4o-mini"
+    assert [request["model"] for request in stub.requests] == [MODEL, "gpt-4o-mini"]
+    assert elapsed < TIMEOUT + 0.5
+
+
 async def test_identical_concurrent_requests_share_one_call_then_the_cache(
     stub: StubLLM, serve: Serve
 ) -> None:

@@ -95,6 +95,18 @@ def test_retry_after_longer_than_the_cooldown_wins(fake_clock: FakeClock) -> Non
     assert c.allow()
 
 
+def test_a_retry_after_closes_the_model_for_at_most_the_cap(fake_clock: FakeClock) -> None:
+    c, _ = circuit(
+        fake_clock, consecutive_failures=1, cooldown_seconds=5, max_retry_after_seconds=300
+    )
+    c.record_failure(retry_after=86_400)  # "come back tomorrow"
+    fake_clock.time += 299
+    assert c.state is CircuitState.OPEN
+    fake_clock.time += 1
+    assert c.state is CircuitState.HALF_OPEN
+    assert c.allow()
+
+
 def test_cancelled_probe_frees_the_slot(fake_clock: FakeClock) -> None:
     c, _ = circuit(fake_clock, consecutive_failures=1, cooldown_seconds=1)
     c.record_failure()

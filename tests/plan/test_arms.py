@@ -9,12 +9,11 @@ from planner_arm.config_sections import ArmSpec
 from planner_arm.plan.arms import (
     ArmChoice,
     ArmResolver,
-    stem,
     typical_cost_tier,
     typical_duration_seconds,
-    words,
 )
 from planner_arm.plan.draft import repair_code
+from planner_arm.plan.lexicon import stem, words
 
 DEFAULT_IDS = ("planner", "retriever", "coder", "executor", "judge", "guardian")
 

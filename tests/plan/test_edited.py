@@ -140,7 +140,7 @@ def test_fix_mends_what_the_plan_pipeline_mends_and_lists_it() -> None:
     assert {"arm_alias", "cost_tier_clamped", "unknown_dependency", "judge_step_appended"} <= codes
     body = validated_response(check, request_id="r", prompt_version="v").model_dump(mode="json")
     assert_valid_plan(body)
-    assert "judge_step_appended" in {entry.split(":")[0] for entry in body["metadata"]["repairs"]}
+    assert "judge_step_appended" in {entry["code"] for entry in body["metadata"]["repairs"]}
 
 
 def test_fix_puts_steps_in_order_and_numbers_them() -> None:

@@ -15,7 +15,7 @@ from invariants import DEFAULT_ARMS, assert_valid_plan
 from planner_arm.config import Settings
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan import validation
-from planner_arm.plan.draft import DraftPlan, DraftStep, repair_code
+from planner_arm.plan.draft import DraftPlan, DraftStep, repair_code, split_note
 from planner_arm.plan.estimation import (
     complexity_score,
     critical_path_duration,
@@ -84,6 +84,10 @@ def rejected(draft: DraftPlan, rules: PlanRules = RULES) -> PlanValidationError:
     return caught.value
 
 
+def notes(valid: ValidPlan) -> list[dict[str, str]]:
+    return [{"code": code, "detail": detail} for code, detail in map(split_note, valid.repairs)]
+
+
 def response_body(valid: ValidPlan) -> dict[str, Any]:
     """A 200 body as the service builds it from a validated plan."""
     steps = valid.steps
@@ -98,7 +102,7 @@ def response_body(valid: ValidPlan) -> dict[str, Any]:
         "parallel_stages": parallel_stages(steps),
         "critical_path_duration": critical_path_duration(steps),
         "estimated_cost": {"llm_usd": 0.0, "prompt_tokens": 10, "completion_tokens": 5},
-        "metadata": {"source": "llm", "model": "m", "attempts": 1, "repairs": valid.repairs,
+        "metadata": {"source": "llm", "model": "m", "attempts": 1, "repairs": notes(valid),
                      "warnings": [], "latency_ms": 1.0, "prompt_version": "v1"},
         "version": 1, "parent_plan_id": None, "replan_count": 0, "diff": None,
     }  # fmt: skip
@@ -121,7 +125,8 @@ def test_valid_plan_is_kept_as_is_without_repairs() -> None:
 
 def test_action_and_criteria_are_stripped() -> None:
     valid = validate_plan(
-        plan(s(1, action="  Search docs \n", criteria=(" found ",)), s(2), s(3, "judge")), RULES
+        plan(s(1, action="  Search docs \n", criteria=(" found ",)), s(2), s(3, "judge", (1, 2))),
+        RULES,
     )
     assert valid.steps[0].action == "Search docs"
     assert valid.steps[0].acceptance_criteria == ["found"]
@@ -143,8 +148,9 @@ MENDED = [
                  ["renumbered: step numbers [None, None, None] became [1, 2, 3]"],
                  id="missing_numbers_take_their_position"),
     # Position 1 is taken by the second step's number, so "1" means that step.
-    pytest.param((s(None), s(1), s(3, "judge", (1,))), [("None", []), ("1", []), ("3", [2])],
-                 ["renumbered: step numbers [None, 1, 3] became [1, 2, 3]"],
+    pytest.param((s(None), s(1), s(3, "judge", (1,))), [("None", []), ("1", []), ("3", [1, 2])],
+                 ["renumbered: step numbers [None, 1, 3] became [1, 2, 3]",
+                  "final_check_dependencies: step 3 now depends on 1"],
                  id="unnumbered_step_whose_position_is_taken"),
     pytest.param((s(1), s(2, deps=(1,)), s(2, deps=(2,)), s(3, "judge", (3,))),
                  [("1", []), ("2", [1]), ("2", [2]), ("3", [3])],
@@ -234,7 +240,7 @@ VALUE_FIXES = [
 def test_step_values_are_mended(
     fields: dict[str, Any], name: str, expected: Any, entry: str
 ) -> None:
-    valid = validate_plan(plan(s(1), s(2, **fields), s(3, "judge")), RULES)
+    valid = validate_plan(plan(s(1), s(2, **fields), s(3, "judge", (1, 2))), RULES)
     assert getattr(valid.steps[1], name) == expected
     assert valid.repairs == [entry]
 
@@ -331,6 +337,33 @@ def test_judge_not_last_gets_a_final_judge_step_after_it() -> None:
     assert codes(valid) == ["judge_step_appended"]
 
 
+# --- the final check runs last --------------------------------------------------------------
+
+
+def test_a_final_judge_that_depends_on_nothing_is_made_to_wait_for_every_step() -> None:
+    valid = validate_plan(plan(s(1, "retriever"), s(2, "coder", (1,)), s(3, "judge")), RULES)
+    assert shape(valid)[-1] == (3, "Do part 3", [2])
+    assert valid.repairs == ["final_check_dependencies: step 3 now depends on 2"]
+    assert parallel_stages(valid.steps) == [[1], [2], [3]]  # not in the first stage
+    assert_valid_plan(response_body(valid))
+
+
+def test_a_final_judge_that_waits_for_one_branch_waits_for_the_other_too() -> None:
+    # 1 -> 2 and 3 -> 4 are two branches; the judge named only the first.
+    draft = plan(s(1), s(2, deps=(1,)), s(3), s(4, deps=(3,)), s(5, "judge", (2,)))
+    valid = validate_plan(draft, RULES)
+    assert valid.steps[-1].depends_on == [2, 4]  # 3 is reached through 4
+    assert codes(valid) == ["final_check_dependencies"]
+
+
+def test_the_final_check_may_be_left_alone_when_configured() -> None:
+    rules = PlanRules(min_steps=3, max_steps=7, require_validation_step=True,
+                      arm_ids=DEFAULT_ARMS, require_dependency_check=False)  # fmt: skip
+    valid = validate_plan(plan(s(1), s(2, deps=(1,)), s(3, "judge")), rules)
+    assert valid.steps[-1].depends_on == []
+    assert valid.repairs == []
+
+
 def test_no_judge_step_when_not_required() -> None:
     rules = PlanRules(min_steps=3, max_steps=7, require_validation_step=False, arm_ids=("coder",))
     valid = validate_plan(plan(s(1), s(2), s(3)), rules)
@@ -381,6 +414,12 @@ def _judge_dropped(body: dict[str, Any]) -> None:
     body["parallel_stages"] = [[1], [2, 3]]
 
 
+def _final_check_first(body: dict[str, Any]) -> None:
+    body["plan"][3]["depends_on"] = []
+    body["parallel_stages"] = [[1, 4], [2, 3]]
+    body["critical_path_duration"] = 60
+
+
 def _stage_before_dependency(body: dict[str, Any]) -> None:
     body["parallel_stages"] = [[1, 2], [3], [4]]
 
@@ -390,6 +429,7 @@ def _stage_before_dependency(body: dict[str, Any]) -> None:
     [
         (_forward_dependency, "step 2: depends on a non-earlier step"),
         (_judge_dropped, "last step's arm is 'coder'"),
+        (_final_check_first, r"the final check \(step 4\) does not depend on steps \[1, 2, 3\]"),
         (_stage_before_dependency, "step 2 is in stage 0"),
         (lambda body: body["plan"][0].update(step=0), "step at 1 is numbered 0"),
         (lambda body: body["plan"][0].update(estimated_cost_tier=6), "cost tier 6"),

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
+import pytest
 import respx
 
 from conftest import FakeClock, answer, good_plan, make_settings, running_app
 from invariants import assert_valid_plan
 from planner_arm.config import load_settings
+from planner_arm.llm.client import LLMClient
+from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.planning.cache import PlanCache, request_key, settings_fingerprint
+from planner_arm.planning.cache import (
+    CachingPlanner,
+    PlanCache,
+    request_key,
+    settings_fingerprint,
+)
+from planner_arm.planning.planner import PlannerArm
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
 
@@ -161,3 +171,110 @@ async def test_a_shared_failure_reaches_every_caller(chat_route: respx.Route) ->
         responses = await asyncio.gather(*tasks)
     assert [r.status_code for r in responses] == [503, 503, 503]
     assert chat_route.call_count == 1
+
+
+def plans_recorded(metrics_text: str, source: str) -> float:
+    line = f'planner_plans_total{{source="{source}"}} '
+    found = [row for row in metrics_text.splitlines() if row.startswith(line)]
+    return float(found[0].removeprefix(line)) if found else 0.0
+
+
+async def test_callers_sharing_a_fallback_each_get_their_own_answer(
+    chat_route: respx.Route,
+) -> None:
+    release = asyncio.Event()
+
+    async def unusable(request: httpx.Request) -> httpx.Response:
+        await release.wait()
+        return answer("no plan here, sorry")  # billed (usage reported), then the fallback
+
+    chat_route.side_effect = unusable
+    settings = make_settings(retry={"max_llm_calls": 1})
+    async with running_app(settings) as client:
+        tasks = [
+            asyncio.create_task(client.post("/plan", json=GOAL, headers={"X-Request-ID": f"r{n}"}))
+            for n in range(3)
+        ]
+        await wait_until_coalesced(client, 2)
+        release.set()
+        bodies = [response.json() for response in await asyncio.gather(*tasks)]
+        metrics = (await client.get("/metrics")).text
+        capabilities = (await client.get("/capabilities")).json()
+    assert chat_route.call_count == 1
+    for body in bodies:
+        assert_valid_plan(body)
+        assert body["metadata"]["source"] == "fallback"
+    leader = next(b for b in bodies if b["metadata"]["cached_plan_id"] is None)
+    followers = [b for b in bodies if b is not leader]
+    assert len(followers) == 2
+    assert len({b["plan_id"] for b in bodies}) == 3
+    assert {b["metadata"]["cached_plan_id"] for b in followers} == {leader["plan_id"]}
+    assert [b["request_id"] for b in bodies] == ["r0", "r1", "r2"]
+    assert leader["estimated_cost"]["prompt_tokens"] > 0
+    for body in followers:
+        assert body["estimated_cost"] == {
+            "llm_usd": 0.0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+        }
+        assert body["metadata"]["attempts"] == 0
+    # Every answer counts, once: three plans served, one fallback planned.
+    assert plans_recorded(metrics, "fallback") == 3
+    assert 'planner_fallbacks_total{reason="invalid_plan"} 1.0' in metrics
+    assert capabilities["plans_by_source"] == {"fallback": 3}
+
+
+async def test_repairs_are_counted_once_and_cache_hits_do_not_lower_the_latency(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    def fenced_after_two_seconds(request: httpx.Request) -> httpx.Response:
+        fake_clock.time += 2.0  # the model takes 2 s
+        return answer("```json\n" + json.dumps(good_plan()) + "\n```")
+
+    chat_route.side_effect = fenced_after_two_seconds
+    async with running_app(make_settings(), fake_clock) as client:
+        first = (await client.post("/plan", json=GOAL)).json()
+        repeats = [(await client.post("/plan", json=GOAL)).json() for _ in range(3)]
+        metrics = (await client.get("/metrics")).text
+        capabilities = (await client.get("/capabilities")).json()
+    assert chat_route.call_count == 1
+    assert [r["code"] for r in first["metadata"]["repairs"]] == ["code_fence"]
+    assert all(r["metadata"]["source"] == "cache" for r in repeats)
+    assert all(r["metadata"]["repairs"] == first["metadata"]["repairs"] for r in repeats)
+    assert 'planner_repairs_total{reason="code_fence"} 1.0' in metrics
+    # Four answers, one of them planned in 2 s: the latency is the planning's, not 500 ms.
+    assert capabilities["plans_by_source"] == {"llm": 1, "cache": 3}
+    assert capabilities["average_latency_ms"] == 2000.0
+    assert capabilities["model_latency_ms"] == 2000.0
+    assert capabilities["timeout_seconds"] == 10.0
+
+
+async def test_a_first_caller_that_goes_away_still_fills_the_cache(
+    chat_route: respx.Route,
+) -> None:
+    release = asyncio.Event()
+    arrived = asyncio.Event()
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        arrived.set()
+        await release.wait()
+        return answer(good_plan())
+
+    chat_route.side_effect = held
+    settings = make_settings()
+    planner = PlannerArm(
+        settings, LLMClient(settings, httpx.AsyncClient()), PlannerMetrics("t", "t")
+    )
+    plans = CachingPlanner(planner, settings, planner.metrics, planner.clock, planner.recorder)
+    request = PlanRequest(**GOAL)
+    first = asyncio.create_task(plans.plan(request, "gone", use_cache=True))
+    await arrived.wait()
+    first.cancel()  # the caller hung up while the model was still thinking
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    release.set()
+    for _ in range(50):  # the shared planning run finishes on its own
+        await asyncio.sleep(0)
+    second = await plans.plan(request, "later", use_cache=True)
+    assert chat_route.call_count == 1
+    assert second.metadata.source == "cache"

@@ -7,6 +7,7 @@ import json
 import random
 
 import httpx
+import pytest
 import respx
 
 from conftest import FakeClock, answer, good_plan, make_settings
@@ -53,7 +54,7 @@ async def test_one_repair_per_model_then_fallback(
     response = await planner.plan(REQUEST, "r2")
     assert response.metadata.source == "fallback"
     assert models_called(chat_route) == ["gpt-3.5-turbo", "gpt-3.5-turbo"]
-    assert any("invalid_plan" in w for w in response.metadata.warnings)
+    assert any("invalid_plan" in w.detail for w in response.metadata.warnings)
 
 
 async def test_configured_call_budget_is_respected(
@@ -84,7 +85,9 @@ async def test_unpriced_model_is_a_warning_not_an_error(
     planner = build({"model": {"name": "local-qwen"}}, fake_clock)
     response = await planner.plan(REQUEST, "r5")
     assert response.estimated_cost.llm_usd == 0.0
-    assert "no_price_for_model: local-qwen" in response.metadata.warnings
+    assert [(w.code, w.detail) for w in response.metadata.warnings] == [
+        ("no_price_for_model", "local-qwen")
+    ]
 
 
 async def test_model_supplied_fields_are_kept(
@@ -112,13 +115,12 @@ async def test_open_circuit_skips_the_model_without_a_call(
     assert skipped.metadata.source == "fallback"
     assert skipped.metadata.attempts == 0
     assert chat_route.call_count == 2
-    assert any("circuit_open" in w for w in skipped.metadata.warnings)
+    assert any("circuit_open" in w.detail for w in skipped.metadata.warnings)
     # After the cooldown one probe goes through, and its success closes the circuit.
     fake_clock.time += 30
     chat_route.return_value = answer(good_plan())
     assert (await planner.plan(REQUEST, "r")).metadata.source == "llm"
-    assert planner.llm is not None
-    assert planner.llm.breakers.states() == {"gpt-3.5-turbo": "closed"}
+    assert planner.model_health().circuits == {"gpt-3.5-turbo": "closed"}
 
 
 async def test_open_circuit_moves_to_the_next_model(
@@ -163,7 +165,54 @@ async def test_full_call_slots_give_the_fallback_not_a_queue(chat_route: respx.R
     waiting = await planner.plan(REQUEST, "waiter")
     assert waiting.metadata.source == "fallback"
     assert waiting.metadata.attempts == 0
-    assert any("saturated" in w for w in waiting.metadata.warnings)
+    assert any(w.detail.startswith("saturated") for w in waiting.metadata.warnings)
     release.set()
     assert (await holder).metadata.source == "llm"
     assert chat_route.call_count == 1
+
+
+def two_models(first: httpx.Response | type[Exception]) -> object:
+    """The chat endpoint: model "a" fails as given, model "b" answers with a good plan."""
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        if json.loads(request.content)["model"] != "a":
+            return answer(good_plan())
+        if isinstance(first, httpx.Response):
+            return first
+        raise first("no answer", request=request)
+
+    return respond
+
+
+async def test_a_long_retry_after_moves_on_to_the_next_model(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.side_effect = two_models(httpx.Response(429, headers={"retry-after": "60"}, json={}))
+    planner = build({"model": {"name": "a", "fallback_models": ["b"]}}, fake_clock)
+    response = await planner.plan(REQUEST, "r")
+    assert response.metadata.source == "llm"
+    assert response.metadata.model == "b"
+    assert models_called(chat_route) == ["a", "b"]
+    assert fake_clock.sleeps == []  # no wait that the deadline could not hold
+
+
+async def test_a_model_that_times_out_hands_over_to_the_next(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.side_effect = two_models(httpx.ReadTimeout)
+    planner = build({"model": {"name": "a", "fallback_models": ["b"]}}, fake_clock)
+    response = await planner.plan(REQUEST, "r")
+    assert response.metadata.model == "b"
+    assert models_called(chat_route) == ["a", "b"]
+
+
+async def test_each_call_keeps_time_for_the_next_model_and_the_fallback(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.side_effect = two_models(httpx.Response(401, json={}))
+    planner = build({"model": {"name": "a", "fallback_models": ["b"]}}, fake_clock)
+    await planner.plan(REQUEST, "r")
+    timeouts = [call.request.extensions["timeout"]["read"] for call in chat_route.calls]
+    # Deadline 10 s: "a" may take all but the next model's 3 s and the fallback's 0.1 s;
+    # "b", the last model, all but the fallback's share.
+    assert timeouts == [pytest.approx(6.9), pytest.approx(9.9)]

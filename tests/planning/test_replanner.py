@@ -187,7 +187,7 @@ async def test_the_spend_limit_stops_model_calls(
     response = await replanner.replan(replan_request(budget=budget), previous_plan(), "r")
     assert chat_route.call_count == 1
     assert response.metadata.source == "fallback"
-    assert any("spend_budget" in warning for warning in response.metadata.warnings)
+    assert any("spend_budget" in warning.detail for warning in response.metadata.warnings)
     assert response.estimated_cost.llm_usd <= 0.0005
 
 

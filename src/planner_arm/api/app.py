@@ -29,6 +29,7 @@ from planner_arm.plan.schemas import request_model_for
 from planner_arm.planning.cache import CachingPlanner
 from planner_arm.planning.lifecycle import PlanLifecycle
 from planner_arm.planning.planner import PlannerArm
+from planner_arm.planning.recorder import PlanRecorder
 from planner_arm.planning.replan import Replanner
 from planner_arm.planning.traffic import TrafficStats
 from planner_arm.store.factory import build_store
@@ -65,16 +66,13 @@ def create_app(
                 reason="no OPENAI_API_KEY and no base URL",
                 serving="rule-based planner",
             )
-        services.planner = PlannerArm(settings, services.llm, metrics, clock, rng)
-        services.plans = CachingPlanner(services.planner, settings, metrics, services.planner.clock)
-        services.store = build_store(settings, services.planner.clock)
+        recorder = PlanRecorder(metrics, services.stats)
+        planner = PlannerArm(settings, services.llm, metrics, clock, rng, recorder=recorder)
+        services.planner = planner
+        services.plans = CachingPlanner(planner, settings, metrics, planner.clock, recorder)
+        services.store = build_store(settings, planner.clock)
         services.lifecycle = PlanLifecycle(
-            services.planner,
-            services.plans,
-            Replanner(services.planner),
-            services.store,
-            settings,
-            metrics,
+            planner, services.plans, Replanner(planner), services.store, settings, metrics
         )
         services.state = "ready"
         metrics.ready.set(1)

@@ -99,6 +99,8 @@ CAPABILITIES: dict[str, Any] = {
     "capabilities": ["planning", "task_decomposition", "dependency_resolution", "arm_selection"],
     "cost_tier": 2,
     "average_latency_ms": 1350.0,
+    "model_latency_ms": 1520.0,
+    "timeout_seconds": 10.0,
     "success_rate": 0.98,
     "measured": True,
     "plans_by_source": {"llm": 96, "fallback": 2, "cache": 14},

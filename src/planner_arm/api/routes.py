@@ -13,7 +13,7 @@ from planner_arm.api.lifecycle_docs import IDEMPOTENCY_KEY_HEADER, PLAN_WITH_KEY
 from planner_arm.api.planning_deps import JSONBodyRoute, idempotency_key, planning_services
 from planner_arm.api.request_context import use_request_id
 from planner_arm.api.state import Services, get_services, service_version
-from planner_arm.errors import NotReady, PlannerError
+from planner_arm.errors import NotReady
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE
 from planner_arm.plan.schemas import (
     ArmInfo,
@@ -41,26 +41,17 @@ def planning_router(request_model: type[PlanRequest], keys_required: bool) -> AP
         body: PlanRequest, request: Request, planning: PlanningDep
     ) -> PlanResponse:
         """Turn a goal into a validated, executable plan."""
-        services, lifecycle = planning
+        _, lifecycle = planning
         plan_request = body
         key = idempotency_key(request)
         no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
         if plan_request.request_id:
             use_request_id(request.scope, plan_request.request_id)
         request_id: str = request.scope["state"]["request_id"]
-        started = time.perf_counter()
-        try:
-            response = await lifecycle.plan(
-                plan_request,
-                request_id,
-                use_cache=plan_request.options.use_cache and not no_cache,
-                idempotency_key=key,
-            )
-        except PlannerError:
-            services.stats.record_failure((time.perf_counter() - started) * 1000)
-            raise
-        services.stats.record_plan(response.metadata.source, response.metadata.latency_ms)
-        return response
+        use_cache = plan_request.options.use_cache and not no_cache
+        return await lifecycle.plan(
+            plan_request, request_id, use_cache=use_cache, idempotency_key=key
+        )
 
     # The body's model is this app's (its limits come from config), so it is set here rather
     # than in the signature, where annotations are strings resolved in module scope.
@@ -135,6 +126,7 @@ async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
         capabilities=SERVICE_CAPABILITIES,
         cost_tier=SERVICE_COST_TIER,
         average_latency_ms=stats.average_latency_ms,
+        model_latency_ms=stats.model_latency_ms,
         success_rate=stats.success_rate,
         measured=stats.measured,
         plans_by_source=dict(stats.plans_by_source),
@@ -146,6 +138,7 @@ async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
         max_steps=settings.planning.max_steps,
         models=settings.model.chain,
         llm="configured" if settings.llm_enabled else "disabled",
+        timeout_seconds=settings.planning.timeout_seconds,
     )
 
 

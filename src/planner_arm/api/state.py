@@ -51,8 +51,7 @@ class Services:
     def llm_status(self) -> Literal["configured", "degraded", "disabled"]:
         if not self.settings.llm_enabled:
             return "disabled"
-        guarded = self.planner.llm if self.planner else None
-        if guarded is not None and guarded.breakers.degraded:
+        if self.planner is not None and self.planner.model_health().degraded:
             return "degraded"
         return "configured"
 
@@ -63,8 +62,7 @@ class Services:
         return self.store.kind if await self.store.healthy() else "degraded"
 
     def circuits(self) -> dict[str, str]:
-        guarded = self.planner.llm if self.planner else None
-        return guarded.breakers.states() if guarded is not None else {}
+        return self.planner.model_health().circuits if self.planner is not None else {}
 
 
 async def get_services(request: Request) -> Services:

@@ -12,7 +12,7 @@ after the cooldown decides whether the model is back.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from enum import Enum
 
 from planner_arm.clock import Clock
@@ -53,6 +53,15 @@ class ModelCircuit:
         if self._state is CircuitState.OPEN and self._clock.now() >= self._open_until:
             return CircuitState.HALF_OPEN
         return self._state
+
+    def may_allow(self) -> bool:
+        """Would `allow` let a call through now? A look only: no probe slot is claimed."""
+        if not self._settings.enabled:
+            return True
+        state = self.state
+        return state is CircuitState.CLOSED or (
+            state is CircuitState.HALF_OPEN and not self._probe_in_flight
+        )
 
     def allow(self) -> bool:
         """May a call go to this model now? Claims the probe slot when half-open."""
@@ -104,7 +113,9 @@ class ModelCircuit:
         return failures / calls > self._settings.failure_rate
 
     def _open(self, retry_after: float | None) -> None:
-        cooldown = max(self._settings.cooldown_seconds, retry_after or 0.0)
+        # A provider may ask for a long pause; it closes the model for at most the cap.
+        asked = min(retry_after or 0.0, self._settings.max_retry_after_seconds)
+        cooldown = max(self._settings.cooldown_seconds, asked)
         self._open_until = self._clock.now() + cooldown
         self._consecutive_failures = 0
         self._outcomes.clear()
@@ -131,6 +142,9 @@ class CircuitBreakers:
 
     def __getitem__(self, model: str) -> ModelCircuit:
         return self._circuits[model]
+
+    def __iter__(self) -> Iterator[ModelCircuit]:
+        return iter(self._circuits.values())
 
     def states(self) -> dict[str, str]:
         return {model: c.state.value for model, c in self._circuits.items()}

@@ -1,15 +1,16 @@
 """One guarded model call: the model's circuit, a bounded number of calls in flight, the
-metrics and the bill. The planner decides what to call; this decides whether it may, now."""
+metrics and the bill. The planner decides what to call and for how long; this decides whether
+it may, now, and makes sure a call that runs out of time counts against its model."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from planner_arm.clock import Clock, Deadline
 from planner_arm.config import Settings
 from planner_arm.errors import LLMError, LLMRateLimited, LLMRejected, LLMTransientError
-from planner_arm.llm.breaker import CircuitBreakers, CircuitState
+from planner_arm.llm.breaker import CircuitBreakers, CircuitState, ModelCircuit
 from planner_arm.llm.client import Completion, LLMClient
 from planner_arm.llm.prompts import Message
 from planner_arm.metrics import PlannerMetrics
@@ -34,6 +35,10 @@ def counts_against_model(error: LLMError) -> bool:
     return isinstance(error, LLMRejected) and error.code in _MODEL_DOWN_CODES
 
 
+def _gauge_reading(circuit: ModelCircuit) -> Callable[[], float]:
+    return lambda: _CIRCUIT_GAUGE[circuit.state]
+
+
 class GuardedLLM:
     def __init__(
         self, llm: LLMClient, settings: Settings, metrics: PlannerMetrics, clock: Clock
@@ -42,25 +47,35 @@ class GuardedLLM:
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
-        self.breakers = CircuitBreakers(
+        self._breakers = CircuitBreakers(
             settings.model.chain, settings.circuit, clock, self._circuit_changed
         )
-        for model in settings.model.chain:
-            metrics.circuit_state.labels(model).set(0)
+        for circuit in self._breakers:
+            # Read when scraped, so the gauge shows what /health shows: an open circuit whose
+            # cooldown has passed is half-open before any call notices it.
+            metrics.circuit_state.labels(circuit.model).set_function(_gauge_reading(circuit))
         self._slots = asyncio.Semaphore(settings.connection.max_in_flight)
 
     def _circuit_changed(self, model: str, state: CircuitState) -> None:
-        self._metrics.circuit_state.labels(model).set(_CIRCUIT_GAUGE[state])
         if state is CircuitState.OPEN:
             self._metrics.circuit_opened.labels(model).inc()
 
-    async def _take_slot(self, deadline: Deadline, min_call_seconds: float) -> bool:
+    def circuits(self) -> dict[str, str]:
+        """Each model's circuit as a caller would find it now: closed, half_open or open."""
+        return self._breakers.states()
+
+    def may_call(self, model: str) -> bool:
+        """Would a call to `model` be let through now (its circuit is not open)?"""
+        return self._breakers[model].may_allow()
+
+    async def _take_slot(self, deadline: Deadline, min_call_seconds: float, budget: float) -> bool:
         if not self._slots.locked():
             await self._slots.acquire()  # free: returns at once
             return True
         wait = min(
             self._settings.connection.queue_timeout_seconds,
             deadline.remaining() - min_call_seconds,
+            budget - min_call_seconds,
         )
         if wait <= 0:
             return False
@@ -77,20 +92,28 @@ class GuardedLLM:
         messages: Sequence[Message],
         deadline: Deadline,
         spend: Spend,
+        *,
+        budget: float,
         min_call_seconds: float,
     ) -> Completion:
-        """One call within the deadline; raises LLMError as the client does, or CallSkipped."""
-        circuit = self.breakers[model]
+        """One call of at most `budget` seconds from now, the wait for a slot included.
+
+        Raises LLMError as the client does, or CallSkipped. A call cut off by the request's
+        deadline counts as a timeout of the model, as one that ran out its budget does.
+        """
+        circuit = self._breakers[model]
         if not circuit.allow():
             raise CallSkipped("circuit_open")
-        if not await self._take_slot(deadline, min_call_seconds):
+        ends_at = self._clock.now() + budget
+        if not await self._take_slot(deadline, min_call_seconds, budget):
             circuit.release()
             raise CallSkipped("saturated")
         self._metrics.llm_in_flight.inc()
         started = self._clock.now()
         spend.calls += 1
         try:
-            completion = await self._llm.complete(model, messages, timeout=deadline.remaining())
+            timeout = max(0.0, min(ends_at - started, deadline.remaining()))
+            completion = await self._llm.complete(model, messages, timeout=timeout)
         except LLMError as error:
             self._metrics.record_llm_call(model, error.code, self._clock.now() - started)
             if counts_against_model(error):
@@ -98,6 +121,14 @@ class GuardedLLM:
                 circuit.record_failure(retry_after)
             else:
                 circuit.record_success()  # it answered; this request was the problem
+            raise
+        except asyncio.CancelledError:
+            if deadline.remaining() < min_call_seconds:
+                # The request's deadline cut the call: the model did not answer in time.
+                self._metrics.record_llm_call(model, "timeout", self._clock.now() - started)
+                circuit.record_failure()
+            else:
+                circuit.release()  # the caller went away: no verdict on the model
             raise
         except BaseException:
             circuit.release()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from planner_arm.plan.draft import DraftPlan, repair, repair_code
+from planner_arm.plan.draft import DraftPlan, repair, repair_code, split_note
 from planner_arm.plan.edited import NOTE_CODES, EditCheck
 from planner_arm.plan.estimation import (
     complexity_score,
@@ -16,6 +16,7 @@ from planner_arm.plan.estimation import (
 from planner_arm.plan.schemas import (
     EstimatedCost,
     PlanMetadata,
+    PlanNote,
     PlanResponse,
     PlanSource,
 )
@@ -23,6 +24,11 @@ from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import ValidPlan
 
 _RATIONALE_GOAL_CHARS = 120
+
+
+def notes(entries: list[str]) -> list[PlanNote]:
+    """The pipeline's "code: detail" strings as the API's {code, detail} objects."""
+    return [PlanNote(code=code, detail=detail) for code, detail in map(split_note, entries)]
 
 
 def assemble_response(
@@ -72,8 +78,8 @@ def assemble_response(
             source=source,
             model=model,
             attempts=spend.calls,
-            repairs=repairs,
-            warnings=[*draft.warnings, *spend.warnings],
+            repairs=notes(repairs),
+            warnings=notes([*draft.warnings, *spend.warnings]),
             latency_ms=round(latency_ms, 3),
             prompt_version=prompt_version,
         ),
@@ -89,9 +95,9 @@ def validated_response(check: EditCheck, *, request_id: str, prompt_version: str
     if check.steps is None:
         raise ValueError("an edited plan with errors has no /plan answer")
     repairs = [entry for entry in check.warnings if repair_code(entry) not in NOTE_CODES]
-    notes = [entry for entry in check.warnings if repair_code(entry) in NOTE_CODES]
+    noted = [entry for entry in check.warnings if repair_code(entry) in NOTE_CODES]
     return assemble_response(
-        draft=DraftPlan(steps=[], rationale=VALIDATED_RATIONALE, repairs=repairs, warnings=notes),
+        draft=DraftPlan(steps=[], rationale=VALIDATED_RATIONALE, repairs=repairs, warnings=noted),
         valid=ValidPlan(steps=check.steps, repairs=[]),
         goal="",
         source="validated",
@@ -106,7 +112,7 @@ def validated_response(check: EditCheck, *, request_id: str, prompt_version: str
 def with_warning(response: PlanResponse, code: str, detail: str) -> PlanResponse:
     """`response` with one more warning: something around the plan (the store) went wrong."""
     metadata = response.metadata
-    warnings = [*metadata.warnings, repair(code, detail)]
+    warnings = [*metadata.warnings, PlanNote(code=code, detail=detail)]
     return response.model_copy(
         update={"metadata": metadata.model_copy(update={"warnings": warnings})}
     )

@@ -7,56 +7,31 @@ entry per code with the distinct details of every occurrence (`cost_word: medium
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
 from planner_arm.errors import PlanParseError
 from planner_arm.pipeline import parsing, value_text
-from planner_arm.pipeline.field_values import FieldValues
-from planner_arm.pipeline.well_formed import as_asked
+from planner_arm.pipeline.field_names import (
+    STEP_FIELDS,
+    STEP_LIST_KEYS,
+    TOP_FIELDS,
+    WRAPPER_KEYS,
+    Found,
+    collect_fields,
+    keyed_steps,
+    normalised_key,
+)
+from planner_arm.pipeline.well_formed import as_asked, usable_criterion
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
 
-# field -> every (rank, key as the model wrote it, value) naming it, best rank first
-Found = dict[str, list[tuple[int, str, Any]]]
-Table = dict[str, tuple[str, int]]  # a name a model may use -> (field, rank)
-
+_MAX_DETAILS = 5
 _MAX_DEPTH = 6
-
-
-def _table(synonyms: dict[str, str]) -> Table:
-    """Name -> (field, rank) from space-separated names, the canonical name first."""
-    return {
-        name: (field, rank)
-        for field, names in synonyms.items()
-        for rank, name in enumerate(names.split())
-    }
-
-
-_STEP_FIELDS = _table({
-    "step": "step id step_number step_id step_no number index num",
-    "action": "action task step_description description title name instruction what",
-    "required_arm": "required_arm arm agent arm_id tool assignee assigned_arm assigned_to",
-    "depends_on": "depends_on dependencies deps depends requires after prerequisites "
-    "dependency blocked_by",
-    "acceptance_criteria": "acceptance_criteria success_criteria criteria acceptance "
-    "done_when acceptance_criterion definition_of_done",
-    "estimated_cost_tier": "estimated_cost_tier cost_tier cost estimated_cost tier",
-    "estimated_duration_seconds": "estimated_duration_seconds duration_seconds duration "
-    "estimated_duration time seconds eta estimated_time estimated_seconds",
-})  # fmt: skip
-_TOP_FIELDS = _table({
-    "rationale": "rationale reasoning explanation summary justification reason approach",
-    "confidence": "confidence confidence_score certainty",
-    "complexity_score": "complexity_score complexity difficulty complexity_rating",
-})  # fmt: skip
-_STEP_LIST_KEYS = ("plan", "steps", "tasks", "subtasks", "plan_steps", "execution_plan")
-_WRAPPER_KEYS = ("response", "result", "output", "data", "answer", "json", "content", "body")
 
 _NONE_WORDS = {"", "none", "n/a", "na", "null", "nil", "-", "no", "nothing", "[]"}
 
-_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_KEY_SEPARATORS = re.compile(r"[\s.\-]+")
 _DEP_SPLIT = re.compile(r"[,;&/\n]|\band\b", re.I)
 
 
@@ -65,22 +40,27 @@ def normalise_plan(data: Any, arms: ArmResolver) -> DraftPlan:
     return as_asked(data, arms) or _Normaliser(arms).plan(data)
 
 
-class _Normaliser(FieldValues):
+class _Normaliser:
     """One answer's normalisation: the repairs so far and how dependencies name steps."""
 
     def __init__(self, arms: ArmResolver) -> None:
-        super().__init__()
         self.arms = arms
+        self.repairs: dict[str, list[str]] = {}  # code -> distinct details, first seen first
         self.ignored: dict[str, None] = {}
         self.names: dict[str, int] | None = None  # a step's id or action -> its number
         self.rows: list[tuple[Found, int | None]] = []
         self.renumber: dict[int, int] = {}  # a given number -> its position, when renumbered
 
+    def add(self, code: str, detail: str | None = None) -> None:
+        details = self.repairs.setdefault(code, [])
+        if detail and (detail := detail.strip()[:80]) not in details:  # bounded: model text
+            details.append(detail)
+
     def plan(self, data: Any) -> DraftPlan:
         containers, entries = self.find_steps(data)
         top: Found = {}
         for container in containers:  # innermost first, so its fields win
-            for field, options in _collect(container, _TOP_FIELDS, {}).items():
+            for field, options in collect_fields(container, TOP_FIELDS, {}).items():
                 top.setdefault(field, options)
         steps = self.steps(entries)
         rationale = self.value(top, "rationale")
@@ -95,6 +75,13 @@ class _Normaliser(FieldValues):
             repairs=self.entries(),
             warnings=[repair("ignored_step_fields", warnings)] if warnings else [],
         )
+
+    def entries(self) -> list[str]:
+        entries = []
+        for code, details in self.repairs.items():
+            more = f" (+{len(details) - _MAX_DETAILS} more)" if len(details) > _MAX_DETAILS else ""
+            entries.append(repair(code, ", ".join(details[:_MAX_DETAILS]) + more))
+        return entries
 
     def find_steps(self, data: Any) -> tuple[list[dict[str, Any]], list[tuple[Any, Any]]]:
         """The dicts around the steps (innermost first) and (number from a key, step) pairs."""
@@ -118,25 +105,25 @@ class _Normaliser(FieldValues):
                 detail = f"a JSON {type(value).__name__} is not a plan"
                 raise PlanParseError(detail, code="wrong_shape")
             containers.insert(0, value)
-            if (keyed := _keyed_steps(value)) is not None:
+            if (keyed := keyed_steps(value)) is not None:
                 self.add("steps_keyed_by_number")
                 return containers, keyed
-            keys = {_norm_key(str(key)): key for key in value}
-            key = next((keys[name] for name in _STEP_LIST_KEYS if name in keys), None)
+            keys = {normalised_key(str(key)): key for key in value}
+            key = next((keys[name] for name in STEP_LIST_KEYS if name in keys), None)
             if key is not None:
                 if key != "plan":
                     self.add("field_synonym", f"{key} -> plan")
                 if value[key] in (None, [], {}, ""):
                     raise PlanParseError(f"'{key}' holds no steps", code="no_steps")
-                if isinstance(value[key], dict) and _keyed_steps(value[key]) is None:
+                if isinstance(value[key], dict) and keyed_steps(value[key]) is None:
                     self.add("wrapper_unwrapped", str(key))
             else:
-                found = (keys[n] for n in _WRAPPER_KEYS if n in keys)
+                found = (keys[n] for n in WRAPPER_KEYS if n in keys)
                 key = next((k for k in found if isinstance(value[k], dict | list | str)), None)
                 only = next(iter(value.values()), None)
                 if key is None and len(value) == 1 and isinstance(only, dict | list):
                     key = next(iter(value))  # an unknown wrapper: {"execution_plan": {...}}
-                if key is None and (not value or any(name in keys for name in _TOP_FIELDS)):
+                if key is None and (not value or any(name in keys for name in TOP_FIELDS)):
                     raise PlanParseError("the answer has no steps", code="no_steps")
                 if key is None:
                     detail = f"no steps under the keys {list(value)[:8]}"
@@ -161,7 +148,7 @@ class _Normaliser(FieldValues):
                 self.add("step_from_text")
                 item = {"action": item}
             if isinstance(item, dict):
-                rows.append((_collect(item, _STEP_FIELDS, self.ignored), key_number))
+                rows.append((collect_fields(item, STEP_FIELDS, self.ignored), key_number))
             else:
                 self.add("step_dropped", f"a {type(item).__name__} is not a step")
         if not rows:
@@ -235,6 +222,26 @@ class _Normaliser(FieldValues):
             return readable
         return ""
 
+    def criteria(self, value: Any) -> list[str]:
+        if value is None:
+            return []
+        items = value if isinstance(value, list) else [value]
+        if isinstance(value, str):
+            self.add("criteria_from_string")
+            items = value_text.split_list_text(value)
+        elif isinstance(value, dict):
+            self.add("criteria_from_mapping")
+            texts = [text for text in value.values() if isinstance(text, str)]
+            items = texts or [str(key) for key, flag in value.items() if flag]
+        criteria = []
+        for item in items:
+            text = item.strip() if isinstance(item, str) else ""
+            if usable_criterion(text):
+                criteria.append(text)
+            else:
+                self.add("criteria_dropped", repr(text or item))
+        return criteria
+
     def dependencies(self, value: Any) -> list[int]:
         if value is None or value == []:
             return []
@@ -275,30 +282,61 @@ class _Normaliser(FieldValues):
         number = value_text.parse_step_reference(item)
         return None if number is None else self.renumber.get(number, number)
 
+    def number(self, value: Any, field: str, *, quiet: bool = False) -> float | None:
+        """A finite number from a number or a numeric string; None (unrecorded) otherwise."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value) if math.isfinite(value) else None
+        try:
+            number = float(value.strip()) if isinstance(value, str) else math.nan
+        except ValueError:
+            number = math.nan
+        if math.isfinite(number) and not quiet:
+            self.add("number_from_string", f"{field} {value!r} -> {number:g}")
+        return number if math.isfinite(number) else None
 
-def _keyed_steps(value: dict[str, Any]) -> list[tuple[Any, Any]] | None:
-    """`{"1": {...}, "step2": {...}}` as (number, step) pairs; None for any other dict."""
-    pairs = []
-    for key, item in value.items():  # stops at the first key that is not a step number
-        if (number := value_text.parse_step_reference(str(key))) is None:
+    def whole(self, number: float, field: str) -> int:
+        whole = math.floor(number + 0.5)
+        if whole != number:
+            self.add("value_rounded", f"{field} {number:g} -> {whole}")
+        return whole
+
+    def cost_tier(self, value: Any) -> int | None:
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        if (number := self.number(value, "estimated_cost_tier")) is not None:
+            return self.whole(number, "estimated_cost_tier")
+        if isinstance(value, str) and (tier := value_text.parse_cost_word(value)) is not None:
+            self.add("cost_word", f"{value.strip().lower()} -> {tier}")
+            return tier
+        self.add("value_dropped", f"estimated_cost_tier {value!r}")
+        return None
+
+    def duration(self, value: Any) -> int | None:
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        number = self.number(value, "estimated_duration_seconds")
+        if number is None and isinstance(value, str):
+            number = value_text.parse_duration(value)
+            if number is not None:
+                self.add("duration_text", f"{value.strip()!r} -> {math.floor(number + 0.5)}")
+        if number is None:
+            self.add("value_dropped", f"estimated_duration_seconds {value!r}")
             return None
-        pairs.append((number, item))
-    return pairs if all(isinstance(item, dict | str) for _, item in pairs) else None
+        return self.whole(number, "estimated_duration_seconds")
 
-
-def _norm_key(key: str) -> str:
-    return _KEY_SEPARATORS.sub("_", _CAMEL_BOUNDARY.sub("_", key.strip())).lower().strip("_")
-
-
-def _collect(item: dict[str, Any], table: Table, ignored: dict[str, None]) -> Found:
-    found: Found = {}
-    for raw, value in item.items():
-        key = str(raw)
-        if (hit := table.get(key) or table.get(_norm_key(key))) is None:
-            ignored[key] = None
-        else:
-            found.setdefault(hit[0], []).append((hit[1], key, value))
-    for options in found.values():
-        if len(options) > 1:
-            options.sort(key=lambda option: option[0])
-    return found
+    def score(self, value: Any, field: str) -> float | None:
+        """A 0-1 score. Above 1, confidence is read as a percentage; complexity as a 0-10
+        scale up to 10 and a percentage above. Anything else out of range is dropped."""
+        if value is None:
+            return None
+        percent = isinstance(value, str) and value.strip().endswith("%")
+        number = self.number(value.strip()[:-1] if percent else value, field, quiet=percent)
+        if number is not None and (percent or 1 < number <= 100):
+            scale = 10 if field == "complexity_score" and not percent and number <= 10 else 100
+            code = "confidence_percent" if field == "confidence" else "complexity_rescaled"
+            self.add(code, f"{value!r} -> {number / scale:g}")
+            number /= scale
+        if number is None or not 0 <= number <= 1:
+            self.add("value_dropped", f"{field} {value!r}")
+            return None
+        return number

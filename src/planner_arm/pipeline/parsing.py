@@ -3,8 +3,8 @@
 Stages, cheapest first: the whole answer as JSON; the body of a code fence; the largest
 balanced `{...}`/`[...]` span; that span after targeted cleanups (comments, trailing commas,
 single or curly quotes, Python literals, NaN); finally the `json_repair` library. Each fix is
-recorded once as a repair string (see `draft.repair`). Reading the text a model writes
-in place of a single value is `value_text`'s job.
+recorded once as a repair string (see `draft.repair`). The text a model writes in place of a
+single value (durations, step references, cost words, lists) is read by `value_text.py`.
 """
 
 from __future__ import annotations

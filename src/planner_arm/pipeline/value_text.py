@@ -1,8 +1,7 @@
 """Value text: what a model writes where the plan wants a number, a name or a list.
 
-Durations ("1m30s", "PT1M30S"), step references ("step #2"), cost words ("medium"), identifiers
-written as actions ("fixLoginBug"), and lists written as one string. Each parser returns None
-(or an empty list) for text it cannot read, so the normaliser decides what to do about it.
+Durations ("1m30s", "about 2 minutes"), step references ("step 2"), cost words ("medium"),
+identifiers written as names, and lists written as one string.
 """
 
 from __future__ import annotations

@@ -9,225 +9,36 @@ each answer a weighted score, the tree's order breaking ties. `ArmResolver.rank`
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from planner_arm.config_sections import ArmSpec
 from planner_arm.plan.draft import repair
-
-
-def word_set(text: str) -> frozenset[str]:
-    """The words of `text`, as a set: word lists are written as one string."""
-    return frozenset(text.split())
-
-
-def _phrases(text: str) -> tuple[str, ...]:
-    return tuple(phrase.strip() for phrase in text.split(","))
-
+from planner_arm.plan.lexicon import STEM_ONLY, Lexicon, stem, words
+from planner_arm.plan.vocabulary import (
+    CHECK_VERBS,
+    GENERIC_VERBS,
+    LEAD_FILLERS,
+    STOPWORDS,
+    VOCABULARY_BY_ARM,
+)
 
 # The order in which the seed's tree asks about the arms; equal scores go to the earlier arm.
 # The planner is the tree's answer when nothing matched, so it comes last among ties.
 TREE_ORDER = ("coder", "retriever", "executor", "judge", "guardian")
 DEFAULT_ARM = "planner"
 
-# Evidence weights. A configured keyword is the strongest signal; the built-in vocabulary below
-# a little weaker; an arm's capability, id and description words let an arm without keywords
-# still be chosen, but never outvote a keyword.
+# Evidence weights. A configured keyword is the strongest signal; the built-in vocabulary
+# (`vocabulary.py`) a little weaker; an arm's capability, id and description words let an arm
+# without keywords still be chosen, but never outvote a keyword.
 KEYWORD, VOCABULARY, CAPABILITY, DESCRIPTION = 1.0, 0.9, 0.5, 0.3
-# A word that matches only after stemming ("tests" against "test") counts a little less, so
-# the arm that named the exact form wins a tie between two arms that share a stem.
-STEM_ONLY = 0.85
 # An action is imperative: its leading verb says what kind of work it is, so a hit there
 # counts three times ("Run the test suite" is execution although "test" is a validation word).
 # A generic verb ("create", "write", "add") says little, so it counts as any other word.
 HEAD, GENERIC_HEAD = 3.0, 1.0
 # Long texts are cut: the arm is decided by an action's opening words.
 MAX_TOKENS = 64
-
-GENERIC_VERBS = word_set(
-    "write create add make generate produce prepare draft update build do perform handle "
-    "complete ensure get set use identify determine analyse analyze improve work"
-)
-# Words before the verb that carry no meaning for the choice ("Then, run ...", "Step 2: ...").
-LEAD_FILLERS = word_set(
-    "then please first next finally also now step re and to we i let lets us should will "
-    "must carefully quickly thoroughly again manually automatically initially lastly once"
-)
-# Checking verbs: both the judge and the guardian check things. When what is checked is a
-# safety matter ("Review the pull request for security issues"), the guardian is the specialist
-# and gets the verb's weight too; otherwise the tie goes to the judge, as the tree orders them.
-CHECK_VERBS = word_set(
-    "validate verify check review confirm assess evaluate inspect audit examine scan screen test"
-)
-
-# Words for the six standard arms that the seed's keyword lists miss, applied only to arms of
-# these ids that are configured. A phrase beats the single words inside it, so "release notes"
-# is writing (coder), not a release (executor), and "test case" is code, not validation.
-VOCABULARY_BY_ARM: dict[str, tuple[str, ...]] = {
-    "coder": _phrases(
-        "add, create, update, modify, change, rewrite, develop, edit, optimise, optimize, "
-        "test case, regression test, integration test, add tests, write tests, feature, "
-        "library, component, handler, parser, rest, frontend, backend, ui, crash, "
-        "error handling, exception, type hints, lint, document, documentation, docs, docstring, "
-        "readme, changelog, release notes, python, typescript, javascript, sql schema"
-    ),
-    "retriever": _phrases(
-        "summarise, summarize, summary, synthesise, synthesize, findings, report, investigate, "
-        "look into, find out, learn, understand, discover, browse, consult, knowledge base, "
-        "literature, sources, references, compare"
-    ),
-    "executor": _phrases(
-        "publish, ship, apply, invoke, trigger, reproduce, staging, production, server, "
-        "container, docker, kubernetes, cluster, pipeline, scrape, crawl, compute, calculate, "
-        "aggregate, load, data, dataset, csv, monitor, profile, set up, setup, configure, "
-        "suite, smoke test, rollback, roll back, scale, backup, restore, migrate, delete, send, "
-        "post"
-    ),
-    "judge": _phrases(
-        "constraint, criteria, acceptance, correctness, quality, accuracy, consistency, grade, "
-        "score, sign off, results, meets, expected, qa, proofread, double check, examine, "
-        "audit, regressions"
-    ),
-    "guardian": _phrases(
-        "scan, screen, leak, exposure, personal data, sensitive, encrypt, encryption, "
-        "access control, injection, xss, csrf, cve, malware, harmful, toxic, moderate, "
-        "moderation, mask, anonymise, anonymize, consent, hipaa, risk, unsafe"
-    ),
-    "planner": _phrases(
-        "order, sequence, roadmap, milestone, estimate, scope, approach, choose, select, pick, "
-        "weigh, tradeoffs, trade offs, options, allocate, assign, delegate, organise, organize, "
-        "timeline, phase, steps"
-    ),
-}
-
-_STOPWORDS = word_set(
-    "a an the and or of to for in on at by as is are be it its this that with from into "
-    "between then than every all each any other up down out over"
-)
-_IRREGULAR = {
-    "ran": "run",
-    "built": "build",
-    "wrote": "write",
-    "written": "write",
-    "found": "find",
-    "chose": "choose",
-    "chosen": "choose",
-    "sent": "send",
-    "made": "make",
-    "began": "begin",
-}
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_WORD = re.compile(r"[^\W_]+")
 _ARM_SUFFIX = re.compile(r"[\s_-]+arm$")
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words of any script; `snake_case`, `camelCase` and hyphens split apart."""
-    return _WORD.findall(_CAMEL.sub(" ", text).lower())
-
-
-@lru_cache(maxsize=8192)
-def stem(word: str) -> str:
-    """A light suffix stripper: "deployed", "deploys", "deploying" and "deploy" agree.
-
-    It only has to map the forms of one word together, not to produce a real word.
-    """
-    word = _IRREGULAR.get(word, word)
-    for suffix, replacement in (
-        ("ies", "y"),
-        ("ied", "y"),
-        ("ing", ""),
-        ("ed", ""),
-        ("es", ""),
-        ("s", ""),
-    ):
-        if word.endswith(suffix) and len(word) - len(suffix) + len(replacement) >= 3:
-            if suffix == "s" and word[-2] in "siu":
-                break  # "class", "analysis", "status"
-            word = word[: len(word) - len(suffix)] + replacement
-            break
-    if word.endswith(("tion", "sion")) and len(word) >= 7:
-        word = word[:-3]  # "validation" -> "validat", as "validate" becomes below
-    if word.endswith("e") and len(word) >= 4:
-        word = word[:-1]
-    if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "lsz":
-        word = word[:-1]  # "running" -> "runn" -> "run"
-    if len(word) >= 6 and word.endswith(("is", "ys")):
-        word = word[:-1] + "z"  # British and American spellings: "summarise", "summarize"
-    return word
-
-
-@dataclass(frozen=True)
-class _Term:
-    stems: tuple[str, ...]
-    exact: tuple[str, ...]
-    label: int
-    weight: float
-
-
-class Lexicon:
-    """Words and phrases that each point at a label (an arm, a kind of goal) with a weight.
-
-    Matching is by stems, longest phrase first; a match of the stem but not the exact words
-    counts `STEM_ONLY` as much. Build it once, then `scan` each text.
-    """
-
-    def __init__(self) -> None:
-        self._terms: dict[tuple[int, tuple[str, ...]], _Term] = {}
-        self._index: dict[str, list[_Term]] | None = None
-
-    def add(self, label: int, text: str, weight: float) -> None:
-        exact = tuple(words(text))
-        if not exact:
-            return
-        term = _Term(tuple(stem(w) for w in exact), exact, label, weight)
-        key = (label, term.stems)
-        if key in self._terms and self._terms[key].weight >= weight:
-            return
-        self._terms[key] = term
-        self._index = None
-
-    def _build(self) -> dict[str, list[_Term]]:
-        index: dict[str, list[_Term]] = {}
-        for term in self._terms.values():
-            index.setdefault(term.stems[0], []).append(term)
-        for terms in index.values():
-            terms.sort(key=lambda term: -len(term.stems))
-        self._index = index
-        return index
-
-    def scan(self, tokens: list[str], stems: list[str]) -> Iterator[tuple[int, dict[int, float]]]:
-        """Each match in the text: its position and each label's weight, left to right.
-
-        At each position the longest phrase wins and the words inside it are not matched again.
-        """
-        i = 0
-        while i < len(stems):
-            length, hits = self.match(tokens, stems, i)
-            if length:
-                yield i, hits
-                i += length
-            else:
-                i += 1
-
-    def match(self, tokens: list[str], stems: list[str], i: int) -> tuple[int, dict[int, float]]:
-        """The longest phrase starting at `i` (its length in words) and each label's weight."""
-        index = self._index if self._index is not None else self._build()
-        length = 0
-        hits: dict[int, float] = {}
-        for term in index.get(stems[i], ()):
-            size = len(term.stems)
-            if size < length:
-                break
-            if tuple(stems[i : i + size]) != term.stems:
-                continue
-            length = size
-            weight = term.weight
-            if tuple(tokens[i : i + size]) != term.exact:
-                weight *= STEM_ONLY
-            hits[term.label] = max(hits.get(term.label, 0.0), weight)
-        return length, hits
 
 
 @dataclass(frozen=True)
@@ -264,7 +75,7 @@ class ArmResolver:
         lexicon = Lexicon()
         for arm, spec in enumerate(self.arms):
             for text in words(spec.description):
-                if text not in _STOPWORDS and len(text) > 2:
+                if text not in STOPWORDS and len(text) > 2:
                     lexicon.add(arm, text, DESCRIPTION)
             for capability in spec.capabilities:
                 for text in words(capability):

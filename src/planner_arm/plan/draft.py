@@ -44,3 +44,9 @@ def repair(code: str, detail: str | None = None) -> str:
 
 def repair_code(entry: str) -> str:
     return entry.split(":", 1)[0]
+
+
+def split_note(entry: str) -> tuple[str, str]:
+    """A repair or warning entry as (code, detail); the detail is "" when there is none."""
+    code, _, detail = entry.partition(":")
+    return code.strip(), detail.strip()

@@ -21,9 +21,9 @@ from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
 from planner_arm.plan.edited_rows import EditError, StepRow, read_step_row, step_label
+from planner_arm.plan.final_check import JUDGE_ARM
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.validation import (
-    JUDGE_ARM,
     MAX_COST_TIER,
     MAX_DURATION_SECONDS,
     MIN_COST_TIER,

@@ -215,16 +215,25 @@ class EstimatedCost(BaseModel):
     completion_tokens: int = Field(ge=0)
 
 
+class PlanNote(BaseModel):
+    """One repair or warning: a stable code (see the README's table) and what it was about."""
+
+    code: str = Field(min_length=1, description="A stable, machine-readable code")
+    detail: str = Field(description="What was changed or noticed, for a person; may be empty")
+
+
 class PlanMetadata(BaseModel):
     source: PlanSource
     model: str | None = Field(description="The model whose answer became the plan, if any")
     attempts: int = Field(ge=0, description="LLM calls made for this request")
-    repairs: list[str] = Field(description="One entry per local fix applied to the answer")
-    warnings: list[str]
+    repairs: list[PlanNote] = Field(description="One entry per local fix applied to the plan")
+    warnings: list[PlanNote] = Field(description="What the caller may want to know")
     latency_ms: float = Field(ge=0)
     prompt_version: str
     cached_plan_id: str | None = Field(
-        None, description="With source 'cache': the plan_id of the answer this one repeats"
+        None,
+        description="The plan_id of the answer this one repeats (a cache hit, or a request "
+        "that shared another's planning)",
     )
 
 
@@ -315,7 +324,13 @@ class CapabilitiesResponse(BaseModel):
     arm_id: Literal["planner"]
     capabilities: list[str]
     cost_tier: int
-    average_latency_ms: float
+    average_latency_ms: float = Field(
+        description="Mean latency of the recent plan requests that were planned (by the model "
+        "or the fallback); repeats from the cache are left out"
+    )
+    model_latency_ms: float | None = Field(
+        description="Mean latency of the recent plans the model made; null until one is made"
+    )
     success_rate: float = Field(ge=0, le=1)
     measured: bool = Field(description="False until this process has served a plan request")
     plans_by_source: dict[str, int]
@@ -324,3 +339,6 @@ class CapabilitiesResponse(BaseModel):
     max_steps: int
     models: list[str]
     llm: Literal["configured", "disabled"]
+    timeout_seconds: float = Field(
+        description="The planning deadline: a plan request is answered within about this long"
+    )

@@ -16,22 +16,21 @@ from planner_arm.config import Settings
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arms import typical_cost_tier, typical_duration_seconds
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
+from planner_arm.plan.final_check import (
+    JUDGE_ACTION,
+    JUDGE_ARM,
+    complete_final_check,
+    judge_step,
+)
 from planner_arm.plan.schemas import PlanStep
+
+__all__ = ["ERROR_CODES", "JUDGE_ACTION", "REPAIR_CODES", "PlanRules", "ValidPlan", "validate_plan"]
 
 MIN_COST_TIER = 1
 MAX_COST_TIER = 5
 MIN_DURATION_SECONDS = 1
 # One step longer than a day is a slip (minutes taken for seconds, a stray zero), not a plan.
 MAX_DURATION_SECONDS = 86_400
-
-JUDGE_ARM = "judge"
-JUDGE_ACTION = "Validate that the plan's results meet the goal and its acceptance criteria"
-JUDGE_CRITERIA = (
-    "Every earlier step's acceptance criteria are met",
-    "The combined result satisfies the goal and its constraints",
-)
-JUDGE_COST_TIER = 2
-JUDGE_DURATION_SECONDS = 30
 
 REPAIR_CODES = frozenset(
     {
@@ -48,6 +47,7 @@ REPAIR_CODES = frozenset(
         "duration_floored",
         "duration_capped",
         "judge_step_appended",
+        "final_check_dependencies",  # the final judge step did not depend on every step
     }
 )
 ERROR_CODES = frozenset(
@@ -63,6 +63,8 @@ class PlanRules:
     max_steps: int
     require_validation_step: bool
     arm_ids: tuple[str, ...]
+    # With require_validation_step: the final judge step depends on every other step.
+    require_dependency_check: bool = True
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_steps <= self.max_steps:
@@ -80,6 +82,7 @@ class PlanRules:
             max_steps=planning.max_steps,
             require_validation_step=planning.require_validation_step,
             arm_ids=tuple(settings.arm_ids),
+            require_dependency_check=planning.require_dependency_check,
         )
 
 
@@ -164,11 +167,15 @@ def validate_plan(draft: DraftPlan, rules: PlanRules) -> ValidPlan:
         for new, pos in enumerate(order, 1)
     ]
     if needs_judge:
-        steps.append(_judge_step(steps))
+        steps.append(judge_step(steps))
         sinks = ", ".join(map(str, steps[-1].depends_on)) or "none"
         repairs.append(
             repair("judge_step_appended", f"step {n + 1} validates the results of steps {sinks}")
         )
+    elif rules.require_validation_step and rules.require_dependency_check:
+        completed = complete_final_check(steps)
+        if completed:
+            repairs.append(completed)
     return ValidPlan(steps=steps, repairs=repairs)
 
 
@@ -310,20 +317,6 @@ def _count_error(n: int, needs_judge: bool, rules: PlanRules) -> str | None:
     if needs_judge:
         have += f" and lacks a final judge step ({total} with one appended)"
     return f"{have}; between {rules.min_steps} and {rules.max_steps} are required"
-
-
-def _judge_step(steps: list[PlanStep]) -> PlanStep:
-    """A final judge step that depends on every step nothing else depends on."""
-    depended_on = {dep for step in steps for dep in step.depends_on}
-    return PlanStep(
-        step=len(steps) + 1,
-        action=JUDGE_ACTION,
-        required_arm=JUDGE_ARM,
-        acceptance_criteria=list(JUDGE_CRITERIA),
-        depends_on=[step.step for step in steps if step.step not in depended_on],
-        estimated_cost_tier=JUDGE_COST_TIER,
-        estimated_duration_seconds=JUDGE_DURATION_SECONDS,
-    )
 
 
 # Public for the checks of edited and replanned plans, which order steps the same way.

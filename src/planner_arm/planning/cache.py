@@ -18,10 +18,12 @@ from typing import Any
 
 from planner_arm.clock import Clock
 from planner_arm.config import Settings
+from planner_arm.errors import PlanningFailed
 from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
 from planner_arm.planning.planner import PlannerArm
+from planner_arm.planning.recorder import PlanRecorder
 
 _NO_COST = EstimatedCost(llm_usd=0.0, prompt_tokens=0, completion_tokens=0)
 
@@ -81,15 +83,25 @@ class PlanCache:
 
 
 class CachingPlanner:
-    """What the endpoint calls: cache, then single flight, then the planner."""
+    """What the endpoint calls: cache, then single flight, then the planner.
+
+    Every answer is recorded once, by whoever made it: the planner records the answer it
+    planned, this records the repeats (cache hits and the followers of a shared run).
+    """
 
     def __init__(
-        self, planner: PlannerArm, settings: Settings, metrics: PlannerMetrics, clock: Clock
+        self,
+        planner: PlannerArm,
+        settings: Settings,
+        metrics: PlannerMetrics,
+        clock: Clock,
+        recorder: PlanRecorder,
     ) -> None:
         self._planner = planner
         self._enabled = settings.cache.enabled
         self._metrics = metrics
         self._clock = clock
+        self._recorder = recorder
         self._fingerprint = settings_fingerprint(settings)
         self._cache = PlanCache(settings.cache.ttl_seconds, settings.cache.max_entries, clock)
         self._in_flight: dict[str, asyncio.Task[PlanResponse]] = {}
@@ -107,17 +119,27 @@ class CachingPlanner:
             leader = self._in_flight.get(key)
             if leader is not None:
                 self._metrics.child(self._metrics.cache_requests, "coalesced").inc()
-                shared = await asyncio.shield(leader)
+                try:
+                    shared = await asyncio.shield(leader)
+                except PlanningFailed:
+                    self._recorder.failed((self._clock.now() - started) * 1000)
+                    raise
                 return self._repeat(shared, request, request_id, started)
         outcome = "miss" if use_cache else "bypass"
         self._metrics.child(self._metrics.cache_requests, outcome).inc()
 
-        # A task of its own, so a caller that goes away does not cancel the others' answer.
-        task = asyncio.create_task(self._planner.plan(request, request_id))
+        # A task of its own, which also stores its answer: a caller that goes away cancels
+        # neither the others' answer nor the cache entry.
+        task = asyncio.create_task(self._plan_and_store(key, request, request_id))
         if use_cache:
             self._in_flight[key] = task
             task.add_done_callback(lambda _: self._in_flight.pop(key, None))
-        response = await asyncio.shield(task)
+        return await asyncio.shield(task)
+
+    async def _plan_and_store(
+        self, key: str, request: PlanRequest, request_id: str
+    ) -> PlanResponse:
+        response = await self._planner.plan(request, request_id)
         if response.metadata.source == "llm":
             self._cache.put(key, response)
         return response
@@ -125,13 +147,13 @@ class CachingPlanner:
     def _repeat(
         self, original: PlanResponse, request: PlanRequest, request_id: str, started: float
     ) -> PlanResponse:
-        """The same plan for another caller: its own ids, no new cost, marked as a repeat."""
-        if original.metadata.source != "llm":
-            # A shared fallback plan stays what it is: a fallback, not a cached model plan.
-            return original.model_copy(update={"request_id": request_id})
+        """The same plan for another caller: its own ids and latency, no new cost, marked as a
+        repeat of the original, and recorded as an answer of its own."""
+        # A shared fallback plan stays what it is, a fallback; a model plan is a cache answer.
+        source = "cache" if original.metadata.source == "llm" else original.metadata.source
         metadata = original.metadata.model_copy(
             update={
-                "source": "cache",
+                "source": source,
                 "attempts": 0,
                 "cached_plan_id": original.plan_id,
                 "latency_ms": round((self._clock.now() - started) * 1000, 3),
@@ -145,5 +167,5 @@ class CachingPlanner:
                 "metadata": metadata,
             }
         )
-        self._planner.record(response, request)
+        self._recorder.planned(response, request, repeat=True)
         return response

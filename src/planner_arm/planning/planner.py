@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
@@ -35,15 +34,16 @@ from planner_arm.pipeline.normalise import normalise_plan
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import call_within_budget, estimate_call_usd
-from planner_arm.plan.draft import DraftPlan, repair_code
+from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.schemas import Budget, PlanRequest, PlanResponse
 from planner_arm.plan.spend import Spend, price_for
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
+from planner_arm.planning.call_budget import CallBudget
 from planner_arm.planning.fallback import fallback_plan
+from planner_arm.planning.recorder import PlanRecorder
 
 # A call with less time than this left cannot finish; the fallback answers instead.
 _MIN_CALL_SECONDS = 0.05
-_LOG_GOAL_CHARS = 100
 
 
 @dataclass
@@ -77,6 +77,17 @@ class Conversation:
     read: AnswerReader
 
 
+@dataclass(frozen=True)
+class ModelHealth:
+    """The models as /health reports them: each circuit, and whether any is not closed."""
+
+    circuits: dict[str, str]
+
+    @property
+    def degraded(self) -> bool:
+        return any(state != "closed" for state in self.circuits.values())
+
+
 class PlannerArm:
     def __init__(
         self,
@@ -85,21 +96,39 @@ class PlannerArm:
         metrics: PlannerMetrics,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        *,
+        recorder: PlanRecorder | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = metrics
+        self.recorder = recorder if recorder is not None else PlanRecorder(metrics)
         # Bound once: a module-level lazy logger rebuilds itself on every call.
         self.log = structlog.get_logger("planner_arm.planning.planner").bind()
         self.clock = clock or Clock()
         self.llm = GuardedLLM(llm, settings, metrics, self.clock) if llm else None
         jitter_source = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
         self.policy = RetryPolicy(settings.retry, self.clock, jitter_source)
+        self.budget = CallBudget.from_settings(settings)
         self.rules = PlanRules.from_settings(settings)
         self.resolver = ArmResolver(settings.arms, settings.arm_aliases)
         self.system_prompt = system_prompt(settings.arms, settings.planning)
 
+    def model_health(self) -> ModelHealth:
+        """Each model's circuit now; empty when no model is configured."""
+        return ModelHealth(self.llm.circuits() if self.llm is not None else {})
+
     async def plan(self, request: PlanRequest, request_id: str) -> PlanResponse:
+        """A plan for `request`, recorded; raises PlanningFailed only with the fallback off."""
         started = self.clock.now()
+        try:
+            response = await self._plan(request, request_id, started)
+        except PlanningFailed:
+            self.recorder.failed((self.clock.now() - started) * 1000)
+            raise
+        self.recorder.planned(response, request, repeat=False)
+        return response
+
+    async def _plan(self, request: PlanRequest, request_id: str, started: float) -> PlanResponse:
         deadline = Deadline(self.settings.planning.timeout_seconds, self.clock)
         spend = Spend()
         if self.llm is None:
@@ -121,7 +150,6 @@ class PlannerArm:
             )
         else:
             response = self._fallback(request, request_id, outcome, spend, started)
-        self.record(response, request)
         return response
 
     def _fallback(
@@ -177,6 +205,10 @@ class PlannerArm:
         except TimeoutError:
             return _Failure("deadline", "the request deadline passed", [])
 
+    def _models_after(self, llm: GuardedLLM, chain: Sequence[str], index: int) -> int:
+        """How many later models of the chain could still be asked (circuit not open)."""
+        return sum(1 for model in chain[index + 1 :] if llm.may_call(model))
+
     async def _ask_models(
         self,
         llm: GuardedLLM,
@@ -193,19 +225,31 @@ class PlannerArm:
         else:
             first_messages, read_answer = conversation.messages, conversation.read
         max_calls = self.settings.retry.max_llm_calls
+        chain = self.settings.model.chain
         failure = _Failure("call_budget", "no LLM call was made", [])
-        for model in self.settings.model.chain:
+        for index, model in enumerate(chain):
             messages: list[Message] = first_messages
             repairs_left = self.settings.retry.repairs_per_model
             retries = 0
             while spend.calls < max_calls:
-                if deadline.remaining() < _MIN_CALL_SECONDS:
+                models_after = self._models_after(llm, chain, index)
+                budget = self.budget.for_call(deadline.remaining(), models_after)
+                if budget < _MIN_CALL_SECONDS:
+                    if models_after:
+                        break  # what is left is kept for the next model
                     return _Failure("deadline", "the request deadline passed", failure.errors)
                 if not self._spend_allows(model, messages, spend, request.budget):
                     detail = "the next call would pass budget.max_llm_usd"
                     return _Failure("spend_budget", detail, failure.errors)
                 try:
-                    completion = await llm.call(model, messages, deadline, spend, _MIN_CALL_SECONDS)
+                    completion = await llm.call(
+                        model,
+                        messages,
+                        deadline,
+                        spend,
+                        budget=budget,
+                        min_call_seconds=_MIN_CALL_SECONDS,
+                    )
                 except CallSkipped as skip:
                     failure = _Failure(skip.reason, f"{model}: {skip.reason}", [])
                     if skip.reason == "saturated":
@@ -219,6 +263,18 @@ class PlannerArm:
                     retries += 1
                     decision = self.policy.decide(error, retries)
                     if decision.next is Next.NEXT_MODEL or spend.calls >= max_calls:
+                        break
+                    models_after = self._models_after(llm, chain, index)
+                    if error.code == "timeout" and models_after:
+                        break  # it used its whole budget: the next model's turn
+                    fits = self.budget.wait_fits(
+                        decision.wait, deadline.remaining(), models_after, _MIN_CALL_SECONDS
+                    )
+                    if not fits:
+                        # A long Retry-After, or a backoff the deadline cannot hold: this
+                        # model is done for this request, the next one may still answer.
+                        if not isinstance(error, LLMRateLimited):
+                            failure = _Failure("deadline", failure.detail, [])
                         break
                     self.metrics.retries.labels(decision.reason).inc()
                     if not await self.policy.wait(decision.wait, deadline):
@@ -253,26 +309,6 @@ class PlannerArm:
         draft = normalise_plan(data, self.resolver)
         draft.repairs[:0] = parse_repairs
         return draft, validate_plan(draft, self.rules)
-
-    def record(self, response: PlanResponse, request: PlanRequest) -> None:
-        """Metrics and the one log line of an answered plan (the cache calls it too)."""
-        meta = response.metadata
-        self.metrics.child(self.metrics.plans, meta.source).inc()
-        self.metrics.plan_steps.observe(len(response.plan))
-        for entry in meta.repairs:
-            self.metrics.child(self.metrics.repairs, repair_code(entry)).inc()
-        fields: dict[str, Any] = {
-            "request_id": response.request_id,
-            "plan_id": response.plan_id,
-            "goal": request.goal[:_LOG_GOAL_CHARS],
-            "source": meta.source,
-            "model": meta.model,
-            "attempts": meta.attempts,
-            "steps": len(response.plan),
-            "repairs": len(meta.repairs),
-            "duration_ms": meta.latency_ms,
-        }
-        self.log.info("plan_created", **fields)
 
     async def ask_models(
         self, request: PlanRequest, deadline: Deadline, spend: Spend, conversation: Conversation

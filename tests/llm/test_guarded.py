@@ -1,0 +1,93 @@
+"""GuardedLLM: a call cut off by the request's deadline counts against its model, and the
+circuit gauge shows what /health shows."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+import respx
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import FakeClock, make_settings
+from planner_arm.clock import Deadline
+from planner_arm.errors import LLMTransientError
+from planner_arm.llm.client import LLMClient
+from planner_arm.llm.guarded import GuardedLLM
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.plan.spend import Spend
+
+MODEL = "gpt-3.5-turbo"
+MESSAGES = [{"role": "user", "content": "plan"}]
+
+
+def sample(metrics: PlannerMetrics, name: str, **labels: str) -> float | None:
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for found in family.samples:
+            if found.name == name and all(found.labels.get(k) == v for k, v in labels.items()):
+                return float(found.value)
+    return None
+
+
+def guarded(clock: FakeClock, **circuit: object) -> tuple[GuardedLLM, PlannerMetrics]:
+    settings = make_settings(circuit={"consecutive_failures": 1, **circuit})
+    metrics = PlannerMetrics("t", "t")
+    llm = LLMClient(settings, httpx.AsyncClient())
+    return GuardedLLM(llm, settings, metrics, clock.as_clock()), metrics
+
+
+async def hung_call(
+    chat_route: respx.Route, fake_clock: FakeClock, guard: GuardedLLM, *, passes: float
+) -> None:
+    """A call the model never answers, cancelled (as the request ends) after `passes` s."""
+    arrived = asyncio.Event()
+
+    async def hang(request: httpx.Request) -> httpx.Response:
+        fake_clock.time += passes
+        arrived.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    chat_route.side_effect = hang
+    deadline = Deadline(10, fake_clock.as_clock())
+    call = asyncio.create_task(
+        guard.call(MODEL, MESSAGES, deadline, Spend(), budget=9.9, min_call_seconds=0.05)
+    )
+    await arrived.wait()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+
+
+async def test_a_call_cut_off_by_the_deadline_is_a_timeout_of_the_model(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    guard, metrics = guarded(fake_clock)
+    await hung_call(chat_route, fake_clock, guard, passes=10)
+    assert sample(metrics, "planner_llm_calls_total", model=MODEL, outcome="timeout") == 1
+    assert guard.circuits() == {MODEL: "open"}
+
+
+async def test_a_caller_that_goes_away_is_no_verdict_on_the_model(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    guard, metrics = guarded(fake_clock)
+    await hung_call(chat_route, fake_clock, guard, passes=1)  # the deadline has 9 s left
+    assert sample(metrics, "planner_llm_calls_total", model=MODEL, outcome="timeout") is None
+    assert guard.circuits() == {MODEL: "closed"}
+
+
+async def test_the_circuit_gauge_shows_what_health_shows(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    guard, metrics = guarded(fake_clock, cooldown_seconds=30)
+    chat_route.return_value = httpx.Response(503, json={})
+    deadline = Deadline(10, fake_clock.as_clock())
+    with pytest.raises(LLMTransientError):
+        await guard.call(MODEL, MESSAGES, deadline, Spend(), budget=5, min_call_seconds=0.05)
+    assert guard.circuits() == {MODEL: "open"}
+    assert sample(metrics, "planner_llm_circuit_state", model=MODEL) == 2
+    fake_clock.time += 30  # cooled down: the next call would be the probe
+    assert guard.circuits() == {MODEL: "half_open"}
+    assert sample(metrics, "planner_llm_circuit_state", model=MODEL) == 1

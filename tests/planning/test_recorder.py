@@ -1,0 +1,36 @@
+"""PlanRecorder: what an answered plan leaves in the logs and the traffic figures."""
+
+from __future__ import annotations
+
+from structlog.testing import capture_logs
+
+from conftest import make_settings
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.plan.schemas import PlanRequest
+from planner_arm.planning.planner import PlannerArm
+from planner_arm.planning.traffic import SEED_AVERAGE_LATENCY_MS, TrafficStats
+
+
+async def test_the_goal_is_logged_only_cut_short() -> None:
+    goal = "Migrate the billing database to the new cluster " + "with customer data " * 40
+    with capture_logs() as logs:
+        planner = PlannerArm(make_settings(llm=False), None, PlannerMetrics("t", "t"))
+        await planner.plan(PlanRequest(goal=goal), "r1")
+    created = [entry for entry in logs if entry["event"] == "plan_created"]
+    assert len(created) == 1
+    assert created[0]["goal"] == goal[:100]
+    assert all(goal not in str(entry) for entry in logs)
+
+
+def test_repeats_count_as_answers_but_not_in_the_planning_latency() -> None:
+    stats = TrafficStats()
+    assert stats.average_latency_ms == SEED_AVERAGE_LATENCY_MS
+    assert stats.model_latency_ms is None
+    stats.record_plan("llm", 900.0)
+    stats.record_plan("fallback", 100.0)
+    stats.record_plan("cache", 0.5, repeat=True)
+    stats.record_plan("fallback", 0.2, repeat=True)
+    assert stats.average_latency_ms == 500.0
+    assert stats.model_latency_ms == 900.0
+    assert stats.plans_by_source == {"llm": 1, "fallback": 2, "cache": 1}
+    assert stats.success_rate == 1.0

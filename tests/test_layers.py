@@ -1,0 +1,124 @@
+"""The package's layering, read from the source: who may import whom, no cycles, small modules.
+
+Data flows one way: api -> planning -> (pipeline, llm, store) -> plan -> the shared modules.
+A module that imports against that flow, or FastAPI below api/, fails here with its name.
+"""
+
+from __future__ import annotations
+
+import ast
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "planner_arm"
+SHARED = {"config", "config_sections", "errors", "metrics", "logging", "defaults", "clock"}
+# What each layer may import from the package, besides itself.
+ALLOWED: dict[str, set[str]] = {
+    "api": {"planning", "pipeline", "llm", "store", "plan", *SHARED},
+    "planning": {"pipeline", "llm", "store", "plan", *SHARED},
+    "pipeline": {"plan", *SHARED},
+    "llm": {"plan", *SHARED},
+    "store": {"plan", *SHARED},
+    "plan": {"config", "config_sections", "errors", "defaults"},
+    "client": {"plan", "errors", "config", "config_sections", "defaults"},
+}
+MAX_MODULE_LINES = 350
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        name = ".".join(p for p in parts if p != "__init__") or "__init__"
+        found[name] = path
+    return found
+
+
+def _package_imports(path: Path) -> set[str]:
+    """Every `planner_arm.x.y` a module imports, at any depth (lazy imports count too)."""
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name.startswith("planner_arm."):
+                imported.add(name.removeprefix("planner_arm."))
+    return imported
+
+
+def _third_party(path: Path) -> set[str]:
+    roots: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def _layer(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    modules = _modules()
+    wrong = []
+    for module, path in modules.items():
+        layer = _layer(module)
+        allowed = ALLOWED.get(layer)
+        if allowed is None:
+            continue  # cli, __main__ and the shared modules are checked below
+        for target in _package_imports(path):
+            target_layer = _layer(target)
+            if target_layer != layer and target_layer not in allowed:
+                wrong.append(f"{module} imports {target}")
+    assert wrong == []
+
+
+def test_shared_modules_import_no_layer() -> None:
+    modules = _modules()
+    wrong = [
+        f"{module} imports {target}"
+        for module, path in modules.items()
+        if module in SHARED
+        for target in _package_imports(path)
+        if _layer(target) not in SHARED
+    ]
+    assert wrong == []
+
+
+def test_nothing_below_api_imports_fastapi_or_starlette() -> None:
+    wrong = [
+        module
+        for module, path in _modules().items()
+        if _layer(module) not in {"api", "cli", "__main__"}
+        and _third_party(path) & {"fastapi", "starlette", "uvicorn"}
+    ]
+    assert wrong == []
+
+
+def test_no_import_cycles() -> None:
+    modules = _modules()
+    graph = {
+        module: {t for t in _package_imports(path) if t in modules}
+        for module, path in modules.items()
+    }
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as cycle:
+        pytest.fail(f"import cycle: {' -> '.join(cycle.args[1])}")
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    long = {
+        module: lines
+        for module, path in _modules().items()
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
