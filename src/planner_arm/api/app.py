@@ -69,8 +69,11 @@ def create_app(
         recorder = PlanRecorder(metrics, services.stats)
         planner = PlannerArm(settings, services.llm, metrics, clock, rng, recorder=recorder)
         services.planner = planner
-        services.plans = CachingPlanner(planner, settings, metrics, planner.clock, recorder)
         services.store = build_store(settings, planner.clock)
+        # With Redis every replica answers from one cache; in memory the cache's own LRU is
+        # faster than a round trip through the store's JSON records.
+        shared = services.store if services.store.kind == "redis" else None
+        services.plans = CachingPlanner(planner, settings, metrics, planner.clock, recorder, shared)
         services.lifecycle = PlanLifecycle(
             planner, services.plans, Replanner(planner), services.store, settings, metrics
         )

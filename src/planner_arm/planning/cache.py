@@ -4,7 +4,8 @@ Identical means the same goal, constraints and context (white space folded) unde
 models, prompt and planning settings. Only model plans are cached: a fallback plan is what
 the service says when the model failed, and the next request should try the model again.
 Concurrent identical requests share the one planning task of the first (single flight), so ten
-at once cost one LLM call.
+at once cost one LLM call. With a Redis store the entries live there, so every replica answers
+from one cache; a Redis that fails is a miss, never an error.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from typing import Any
 
 from planner_arm.clock import Clock
 from planner_arm.config import Settings
-from planner_arm.errors import PlanningFailed
+from planner_arm.errors import PlanningFailed, StoreUnavailable
 from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
 from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.recorder import PlanRecorder
+from planner_arm.planning.store_failures import note_store_failure
+from planner_arm.store.base import PlanStore
 
 _NO_COST = EstimatedCost(llm_usd=0.0, prompt_tokens=0, completion_tokens=0)
 
@@ -96,8 +99,13 @@ class CachingPlanner:
         metrics: PlannerMetrics,
         clock: Clock,
         recorder: PlanRecorder,
+        shared: PlanStore | None = None,
     ) -> None:
+        """`shared`: the store that keeps the entries for every replica (Redis); without it
+        they stay in this process."""
         self._planner = planner
+        self._shared = shared
+        self._ttl = settings.cache.ttl_seconds
         self._enabled = settings.cache.enabled
         self._metrics = metrics
         self._clock = clock
@@ -112,7 +120,7 @@ class CachingPlanner:
         started = self._clock.now()
         key = request_key(request, self._fingerprint)
         if use_cache:
-            cached = self._cache.get(key)
+            cached = await self._cached(key)
             if cached is not None:
                 self._metrics.child(self._metrics.cache_requests, "hit").inc()
                 return self._repeat(cached, request, request_id, started)
@@ -141,8 +149,27 @@ class CachingPlanner:
     ) -> PlanResponse:
         response = await self._planner.plan(request, request_id)
         if response.metadata.source == "llm":
-            self._cache.put(key, response)
+            await self._keep(key, response)
         return response
+
+    async def _cached(self, key: str) -> PlanResponse | None:
+        if self._shared is None:
+            return self._cache.get(key)
+        try:
+            record = await self._shared.cache_get(key)
+        except StoreUnavailable as error:
+            note_store_failure(self._metrics, "cache_get", error)
+            return None
+        return None if record is None else PlanResponse.model_validate(record)
+
+    async def _keep(self, key: str, response: PlanResponse) -> None:
+        if self._shared is None:
+            self._cache.put(key, response)
+            return
+        try:
+            await self._shared.cache_put(key, response.model_dump(mode="json"), self._ttl)
+        except StoreUnavailable as error:
+            note_store_failure(self._metrics, "cache_put", error)
 
     def _repeat(
         self, original: PlanResponse, request: PlanRequest, request_id: str, started: float

@@ -13,7 +13,6 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 
-import structlog
 from pydantic import BaseModel
 
 from planner_arm.clock import Clock, Deadline
@@ -22,6 +21,7 @@ from planner_arm.errors import IdempotencyInProgress, IdempotencyKeyReused, Stor
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.schemas import PlanResponse
+from planner_arm.planning.store_failures import note_store_failure
 from planner_arm.store.base import Claimed, Conflict, InProgress, PlanStore, Replay
 
 # The claim outlives the planning deadline a little, so a replica that died mid-plan does not
@@ -46,7 +46,6 @@ class Idempotency:
         self._clock = clock
         self._record_ttl = settings.store.ttl_seconds
         self._timeout = settings.planning.timeout_seconds
-        self._log = structlog.get_logger("planner_arm.planning.idempotency").bind()
 
     async def run(
         self,
@@ -108,8 +107,7 @@ class Idempotency:
         return _unkept(await work(), error)
 
     def _failed(self, operation: str, error: StoreUnavailable) -> None:
-        self._metrics.child(self._metrics.store_errors, operation).inc()
-        self._log.warning("store_failed", operation=operation, error=error.detail)
+        note_store_failure(self._metrics, operation, error)
 
 
 def _unkept(response: PlanResponse, error: StoreUnavailable) -> PlanResponse:

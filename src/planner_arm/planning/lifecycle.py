@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
 from planner_arm.config import Settings
 from planner_arm.errors import PlanNotFound, StoreUnavailable
 from planner_arm.llm.prompts import PROMPT_VERSION
@@ -26,6 +24,7 @@ from planner_arm.planning.cache import CachingPlanner
 from planner_arm.planning.idempotency import Idempotency
 from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.replan import Replanner
+from planner_arm.planning.store_failures import note_store_failure
 from planner_arm.store.base import PlanStore
 
 
@@ -45,7 +44,6 @@ class PlanLifecycle:
         self._store = store
         self._metrics = metrics
         self._idempotency = Idempotency(store, settings, metrics, planner.clock)
-        self._log = structlog.get_logger("planner_arm.planning.lifecycle").bind()
 
     @property
     def store_kind(self) -> str:
@@ -147,5 +145,4 @@ class PlanLifecycle:
         return response
 
     def _store_failed(self, operation: str, error: StoreUnavailable) -> None:
-        self._metrics.child(self._metrics.store_errors, operation).inc()
-        self._log.warning("store_failed", operation=operation, error=error.detail)
+        note_store_failure(self._metrics, operation, error)
