@@ -13,6 +13,7 @@ import respx
 from conftest import answer, good_plan, make_settings, running_app
 from error_shape import assert_error_body
 from invariants import assert_valid_plan
+from metrics_text import sample
 from planner_arm.config import Settings
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
@@ -31,13 +32,6 @@ async def first_plan(client: httpx.AsyncClient, **headers: str) -> dict[str, Any
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     return body
-
-
-def sample(text: str, name: str, **labels: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(name) and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 # --- POST /plan/validate ---------------------------------------------------------------------

@@ -9,16 +9,10 @@ import respx
 
 from conftest import answer, good_plan, make_settings, running_app
 from invariants import assert_valid_plan
+from metrics_text import sample
 from redis_server import RedisServer
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
-
-
-def sample(text: str, name: str, **labels: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(name) and all(f'{k}="{v}"' in line for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 async def test_a_plan_cached_by_one_replica_is_answered_by_another(
