@@ -305,6 +305,36 @@ async def test_without_fallback_invalid_plans_list_the_problems(chat_route: resp
     assert "action is empty" not in body["detail"]  # listed in errors alone
 
 
+# --- bad input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "where"),
+    [
+        ({}, ["body", "goal"]),
+        ({"goal": ""}, ["body", "goal"]),
+        ({"goal": "   \n "}, ["body", "goal"]),
+        ({"goal": "x" * 8001}, ["body", "goal"]),
+        ({"goal": 42}, ["body", "goal"]),
+        ({"goal": "g", "constraints": ["c"] * 33}, ["body", "constraints"]),
+        ({"goal": "g", "constraints": ["c" * 1001]}, ["body", "constraints"]),
+        ({"goal": "g", "constraints": "not a list"}, ["body", "constraints"]),
+        ({"goal": "g", "context": {"blob": "x" * 33_000}}, ["body", "context"]),
+        ({"goal": "g", "context": []}, ["body", "context"]),
+        ({"goal": "g", "request_id": "r" * 129}, ["body", "request_id"]),
+        ({"goal": "g", "request_id": "a\r\nSet-Cookie: x"}, ["body", "request_id"]),
+        ({"goal": "g", "goals": "typo"}, ["body", "goals"]),
+        ([1, 2], ["body"]),
+    ],
+)
+async def test_invalid_requests_are_422(payload: object, where: list[str]) -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post("/plan", json=payload)
+    body = error_shape(response, 422, "invalid_request")
+    assert any(error["loc"] == where for error in body["errors"]), body["errors"]
+    assert all(set(error) == {"code", "message", "loc"} for error in body["errors"])
+
+
 async def test_malformed_json_is_422() -> None:
     async with running_app(make_settings(llm=False)) as client:
         response = await client.post(

@@ -238,6 +238,34 @@ async def test_a_budget_no_plan_fits_is_refused_with_the_figures() -> None:
     assert figures["critical_path_duration"] > 1
 
 
+async def test_plan_refuses_a_budget_no_plan_fits_with_the_figures(
+    chat_route: respx.Route,
+) -> None:
+    too_long = good_plan()
+    too_long["plan"][1]["estimated_duration_seconds"] = 900
+    chat_route.side_effect = lambda request: answer(too_long)
+    async with running_app(make_settings()) as client:
+        over = await client.post("/plan", json={**GOAL, "budget": {"max_duration_seconds": 1}})
+        below_minimum = await client.post("/plan", json={**GOAL, "budget": {"max_steps": 2}})
+    assert_error_body(over, 422, "budget_exceeded")
+    figures = over.json()["figures"]
+    assert figures["max_duration_seconds"] == 1
+    assert figures["critical_path_duration"] > 1
+    assert "the budget allows 1 s" in chat_route.calls[1].request.content.decode()
+    assert_error_body(below_minimum, 422, "budget_exceeded")
+    assert below_minimum.json()["figures"] == {"max_steps": 2, "steps": 3}
+    assert chat_route.call_count == 2  # the over-budget answer and its repair; none for 2 steps
+
+
+async def test_plan_keeps_to_a_step_budget_over_http() -> None:
+    async with running_app(no_model()) as client:
+        response = await client.post("/plan", json={**GOAL, "budget": {"max_steps": 3}})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert_valid_plan(body)
+    assert len(body["plan"]) == 3
+
+
 # --- Idempotency-Key ---------------------------------------------------------------------------
 
 

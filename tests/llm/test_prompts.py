@@ -59,6 +59,13 @@ def test_user_prompt_holds_the_callers_text_as_one_json_object() -> None:
     }
 
 
+def test_a_budget_rule_follows_the_data_as_our_own_line() -> None:
+    rule = "Budget: at most 4 steps in all."
+    lines = user_prompt("g", [], {}, rule).splitlines()
+    assert json.loads(lines[1]) == {"goal": "g", "constraints": [], "context": {}}
+    assert lines[2:] == ["Write the plan as the JSON object described in the rules.", rule]
+
+
 @pytest.mark.parametrize(
     "goal",
     [

@@ -54,7 +54,10 @@ PLAN_WITH_KEY_RESPONSES = _with(PLAN_RESPONSES, s400=_BAD_KEY, s409=_KEY_BUSY)
 PLAN_WITH_KEY_RESPONSES[422] = {
     **PLAN_RESPONSES[422],
     "description": PLAN_RESPONSES[422]["description"]
-    + " `idempotency_key_reused`: the Idempotency-Key was used with a different body.",
+    + " `idempotency_key_reused`: the Idempotency-Key was used with a different body."
+    " `budget_exceeded`: no plan fits `budget` (max_steps below the configured minimum, or "
+    "not even the smallest rule-based plan fits); `figures` holds each limit and that plan's "
+    "value.",
 }
 
 REPLAN_RESPONSES = _with(

@@ -135,13 +135,20 @@ def as_data(value: Any) -> str:
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def user_prompt(goal: str, constraints: Sequence[str], context: Mapping[str, Any]) -> str:
-    """The caller's request as one JSON object: data, which its text cannot break out of."""
+def user_prompt(
+    goal: str, constraints: Sequence[str], context: Mapping[str, Any], budget_rule: str = ""
+) -> str:
+    """The caller's request as one JSON object: data, which its text cannot break out of.
+
+    `budget_rule` (plan/budget.py's `describe_budget`) is our own sentence built from the
+    caller's numbers, so it goes after the data, with our instructions, not inside it.
+    """
     request = {"goal": goal, "constraints": list(constraints), "context": dict(context)}
     return (
         "The request to plan, as one JSON object on the next line:\n"
         f"{as_data(request)}\n"
         "Write the plan as the JSON object described in the rules."
+        + (f"\n{budget_rule}" if budget_rule else "")
     )
 
 

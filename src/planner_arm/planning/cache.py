@@ -45,12 +45,16 @@ def settings_fingerprint(settings: Settings) -> str:
 
 
 def request_key(request: PlanRequest, fingerprint: str) -> str:
+    """Requests with the same key get the same plan; a budget is part of the request, so a
+    plan cached for another budget (or none) is never handed to a request with a budget."""
     material: list[Any] = [
         fingerprint,
         _fold(request.goal),
         [_fold(c) for c in request.constraints],
         request.context,
     ]
+    if request.budget is not None:  # appended only when given: other requests keep their key
+        material.append(request.budget.model_dump(mode="json"))
     encoded = json.dumps(material, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(encoded.encode()).hexdigest()
 

@@ -1,7 +1,8 @@
 """PlannerArm: prompt -> LLM -> parse -> validate -> estimate, with repair, retry and fallback.
 
 The contract: `plan()` returns a valid plan within the request deadline whatever the model
-does, or, only when the fallback is switched off, raises `PlanningFailed`.
+does, or, only when the fallback is switched off, raises `PlanningFailed`; a caller's budget
+that no plan fits is `BudgetExceeded`. An answer over budget earns a repair prompt.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 
@@ -33,13 +35,18 @@ from planner_arm.pipeline.assembly import assemble_response
 from planner_arm.pipeline.normalise import normalise_plan
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.budget import call_within_budget, estimate_call_usd
+from planner_arm.plan.budget import describe_budget
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.schemas import Budget, PlanRequest, PlanResponse
-from planner_arm.plan.spend import Spend, price_for
+from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
+from planner_arm.planning.budget_fit import budgeted_fallback
 from planner_arm.planning.call_budget import CallBudget
-from planner_arm.planning.fallback import fallback_plan
+from planner_arm.planning.plan_budget import (
+    check_answer_budget,
+    refuse_impossible_budget,
+    spend_allows,
+)
 from planner_arm.planning.recorder import PlanRecorder
 
 # A call with less time than this left cannot finish; the fallback answers instead.
@@ -118,7 +125,8 @@ class PlannerArm:
         return ModelHealth(self.llm.circuits() if self.llm is not None else {})
 
     async def plan(self, request: PlanRequest, request_id: str) -> PlanResponse:
-        """A plan for `request`, recorded; raises PlanningFailed only with the fallback off."""
+        """A plan for `request`, recorded; raises PlanningFailed only with the fallback off,
+        BudgetExceeded when no plan fits the request's budget."""
         started = self.clock.now()
         try:
             response = await self._plan(request, request_id, started)
@@ -129,6 +137,7 @@ class PlannerArm:
         return response
 
     async def _plan(self, request: PlanRequest, request_id: str, started: float) -> PlanResponse:
+        refuse_impossible_budget(request.budget, self.settings.planning)
         deadline = Deadline(self.settings.planning.timeout_seconds, self.clock)
         spend = Spend()
         if self.llm is None:
@@ -169,16 +178,19 @@ class PlannerArm:
         self.metrics.fallbacks.labels(failure.reason).inc()
         if failure.reason != "llm_disabled":
             spend.warn_once(f"fallback_used: {failure.reason}: {failure.detail}")
-        draft = fallback_plan(
+        # Raises BudgetExceeded (422) when not even the smallest rule-based plan fits.
+        draft, valid = budgeted_fallback(
             request.goal,
             request.constraints,
             request.context,
             planning=self.settings.planning,
             resolver=self.resolver,
+            rules=self.rules,
+            budget=request.budget,
         )
         return assemble_response(
             draft=draft,
-            valid=validate_plan(draft, self.rules),
+            valid=valid,
             goal=request.goal,
             source="fallback",
             model=None,
@@ -218,10 +230,10 @@ class PlannerArm:
         conversation: Conversation | None = None,
     ) -> _Success | _Failure:
         if conversation is None:
-            first_messages = initial_messages(
-                self.system_prompt, user_prompt(request.goal, request.constraints, request.context)
-            )
-            read_answer: AnswerReader = self._read_answer
+            budget_rule = describe_budget(request.budget)
+            user = user_prompt(request.goal, request.constraints, request.context, budget_rule)
+            first_messages = initial_messages(self.system_prompt, user)
+            read_answer: AnswerReader = partial(self._read_answer, budget=request.budget)
         else:
             first_messages, read_answer = conversation.messages, conversation.read
         max_calls = self.settings.retry.max_llm_calls
@@ -238,7 +250,7 @@ class PlannerArm:
                     if models_after:
                         break  # what is left is kept for the next model
                     return _Failure("deadline", "the request deadline passed", failure.errors)
-                if not self._spend_allows(model, messages, spend, request.budget):
+                if not spend_allows(model, messages, spend, request.budget, self.settings):
                     detail = "the next call would pass budget.max_llm_usd"
                     return _Failure("spend_budget", detail, failure.errors)
                 try:
@@ -303,12 +315,16 @@ class PlannerArm:
             failure = _Failure("call_budget", "the LLM call budget was spent", [])
         return failure
 
-    def _read_answer(self, completion: Completion) -> tuple[DraftPlan, ValidPlan]:
+    def _read_answer(
+        self, completion: Completion, budget: Budget | None
+    ) -> tuple[DraftPlan, ValidPlan]:
         self.log.debug("llm_answer", content=completion.content, finish=completion.finish_reason)
         data, parse_repairs = extract_json(completion.content, truncated=completion.truncated)
         draft = normalise_plan(data, self.resolver)
         draft.repairs[:0] = parse_repairs
-        return draft, validate_plan(draft, self.rules)
+        valid = validate_plan(draft, self.rules)
+        check_answer_budget(valid.steps, budget)  # over budget: a repair prompt, like a bad plan
+        return draft, valid
 
     async def ask_models(
         self, request: PlanRequest, deadline: Deadline, spend: Spend, conversation: Conversation
@@ -318,14 +334,3 @@ class PlannerArm:
         if self.llm is None:
             return _Failure("llm_disabled", "no LLM configured", [])
         return await self._plan_with_llm(self.llm, request, deadline, spend, conversation)
-
-    def _spend_allows(
-        self, model: str, messages: list[Message], spend: Spend, budget: Budget | None
-    ) -> bool:
-        """False once the next call's likely cost would take the spend past max_llm_usd."""
-        if budget is None or budget.max_llm_usd is None:
-            return True
-        prompt_chars = sum(len(message["content"]) for message in messages)
-        price = price_for(model, self.settings.pricing)
-        estimate = estimate_call_usd(spend, prompt_chars, self.settings.model.max_tokens, price)
-        return call_within_budget(spend, budget, estimate)
