@@ -358,9 +358,11 @@ class StubLLM:
             self._script.extend(behaviours)
 
     def reset(self) -> None:
-        """Forget the calls, the recorded requests and what is left of the script."""
+        """Forget the calls (`arrived` too), the recorded requests and what is left of the
+        script."""
         with self._lock:
             self.calls = 0
+            self.arrived.clear()
             self.requests = []
             self._script.clear()
 
