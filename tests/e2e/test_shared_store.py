@@ -118,15 +118,11 @@ def metric(url: str, name: str, **labels: str) -> float:
 
 
 def warning_codes(body: dict[str, Any]) -> list[str]:
-    """The codes of `metadata.warnings`, whether entries are "code: detail" strings or
-    {"code", "detail"} objects."""
+    """The codes of `metadata.warnings`, each a {"code", "detail"} object."""
     codes = []
     for warning in body["metadata"]["warnings"]:
-        if isinstance(warning, dict):
-            assert isinstance(warning["detail"], str)
-            codes.append(warning["code"])
-        else:
-            codes.append(str(warning).split(":", 1)[0].strip())
+        assert set(warning) == {"code", "detail"}, warning
+        codes.append(warning["code"])
     return codes
 
 
