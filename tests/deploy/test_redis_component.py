@@ -20,7 +20,7 @@ import yaml
 
 from conftest import FakeClock
 from planner_arm.config import load_settings
-from planner_arm.store import build_store
+from planner_arm.store.factory import build_store
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"

@@ -4,7 +4,8 @@ used records first, each kind of record within its own bound."""
 from __future__ import annotations
 
 from conftest import FakeClock
-from planner_arm.store import Claimed, InProgress, MemoryStore, Replay
+from planner_arm.store.base import Claimed, InProgress, Replay
+from planner_arm.store.memory import MemoryStore
 
 ANSWER = {"plan_id": "p-1"}
 

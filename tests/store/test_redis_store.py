@@ -16,7 +16,8 @@ from conftest import FakeClock
 from planner_arm.clock import Deadline
 from planner_arm.config import load_settings
 from planner_arm.errors import StoreUnavailable
-from planner_arm.store import Claimed, InProgress, PlanStore, Replay, build_store
+from planner_arm.store.base import Claimed, InProgress, PlanStore, Replay
+from planner_arm.store.factory import build_store
 from redis_server import RedisServer
 
 ANSWER = {"plan_id": "p-1", "version": 1}

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import FakeClock
 from planner_arm.config import ConfigError, load_settings
-from planner_arm.store import build_store
+from planner_arm.store.factory import build_store
 
 
 async def test_without_a_url_the_store_is_in_memory(fake_clock: FakeClock) -> None:

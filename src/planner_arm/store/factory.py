@@ -6,7 +6,6 @@ from planner_arm.clock import Clock
 from planner_arm.config import Settings
 from planner_arm.store.base import PlanStore
 from planner_arm.store.memory import MemoryStore
-from planner_arm.store.redis_backend import RedisStore, redis_client
 
 
 def build_store(settings: Settings, clock: Clock) -> PlanStore:
@@ -16,6 +15,9 @@ def build_store(settings: Settings, clock: Clock) -> PlanStore:
         return MemoryStore(
             ttl_seconds=config.ttl_seconds, max_entries=config.max_entries, clock=clock
         )
+    # Imported here: a process without Redis configured never loads the client library.
+    from planner_arm.store.redis_backend import RedisStore, redis_client
+
     client = redis_client(config.url.get_secret_value().strip(), config.socket_timeout_seconds)
     return RedisStore(
         client,
