@@ -76,7 +76,7 @@ def error_response(
     request_id: str,
     problems: Sequence[ErrorItem] = (),
     headers: Mapping[str, str] | None = None,
-    figures: Mapping[str, float] | None = None,
+    figures: Mapping[str, int | float] | None = None,
 ) -> JSONResponse:
     """The one error answer of the whole API."""
     body = ErrorResponse(

@@ -76,8 +76,10 @@ REPLAN_RESPONSES = _with(
 )
 REPLAN_RESPONSES[422] = error_doc(
     "The body breaks a limit, or the replan names an unknown step (`unknown_step`), marks a "
-    "completed one (`completed_step`), has nothing to replan (`nothing_to_replan`), or no plan "
-    "fits the budget (`budget_exceeded`, with `figures`). `errors` lists each problem.",
+    "completed one (`completed_step`), has nothing to replan (`nothing_to_replan`), keeps a "
+    "finished step whose inputs are unfinished (`inconsistent_step_states`), no plan fits the "
+    "budget (`budget_exceeded`, with `figures`), or reuses an Idempotency-Key with another "
+    "body (`idempotency_key_reused`). `errors` lists each problem.",
     "unknown_step",
     "step_states names step 9, which the plan does not have.",
     errors=[{"code": "unknown_step", "message": "no step 9 in the plan", "step": 9}],

@@ -36,7 +36,7 @@ def lifecycle_router(replan_model: type[ReplanRequest], keys_required: bool) -> 
     ) -> ValidateResponse:
         """Check an edited plan without calling a model: every problem at once."""
         _, lifecycle = planning
-        return lifecycle.validate(body, _request_id(request, None))
+        return lifecycle.validate(body, _request_id(request, body.request_id))
 
     async def replan(body: ReplanRequest, request: Request, planning: PlanningDep) -> PlanResponse:
         """Revise a plan after a failure or a change, keeping the finished steps."""

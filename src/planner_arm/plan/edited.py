@@ -143,6 +143,8 @@ def _rule_errors(rows: list[StepRow], rules: PlanRules, fix: bool) -> list[EditE
     if needs_judge:
         message = f"the last step must be a {JUDGE_ARM} step that checks the results"
         errors.append(EditError("no_final_check", None, message))
+    elif rules.require_validation_step and rules.require_dependency_check and not cycle and not fix:
+        errors += _final_check_waits(rows, graph)
     total = len(rows) + (needs_judge and fix)
     if not rules.min_steps <= total <= rules.max_steps:
         appended = " with the final check appended" if needs_judge and fix else ""
@@ -152,6 +154,30 @@ def _rule_errors(rows: list[StepRow], rules: PlanRules, fix: bool) -> list[EditE
         )
         errors.append(EditError("step_count", None, message))
     return errors
+
+
+def _final_check_waits(rows: list[StepRow], graph: dict[int, list[int]]) -> list[EditError]:
+    """The final check must depend, directly or through others, on every other step, or it
+    may run before the work it checks (`fix` adds the missing dependencies instead)."""
+    final = _last_row(rows)
+    last = final.number if final is not None else None
+    if final is None or last is None or last not in graph:
+        return []
+    reached: set[int] = set()
+    todo = list(graph[last])
+    while todo:
+        dep = todo.pop()
+        if dep not in reached:
+            reached.add(dep)
+            todo.extend(graph.get(dep, ()))
+    missing = sorted(set(graph) - reached - {last})
+    if not missing:
+        return []
+    message = (
+        f"the final check (step {last}) does not depend on steps {missing}, so it may run "
+        "before them"
+    )
+    return [EditError("no_final_check", last, message, final.position)]
 
 
 def _step_errors(row: StepRow, rules: PlanRules, fix: bool) -> list[EditError]:
@@ -259,6 +285,12 @@ def _find_cycle(graph: dict[int, list[int]]) -> list[int] | None:
 
 def _last_arm(rows: list[StepRow]) -> str | None:
     """The arm of the step that comes last in dependency order."""
+    last = _last_row(rows)
+    return last.arm if last is not None else None
+
+
+def _last_row(rows: list[StepRow]) -> StepRow | None:
+    """The step that comes last in dependency order: the final check, if there is one."""
     position_of = {row.number: row.position for row in rows if row.number is not None}
     deps = [
         [position_of[dep] for dep in row.deps or () if dep in position_of and dep != row.number]
@@ -268,4 +300,4 @@ def _last_arm(rows: list[StepRow]) -> str | None:
         order = stable_topological_order(deps)
     except CycleError:
         return None
-    return rows[order[-1]].arm if order else None
+    return rows[order[-1]] if order else None

@@ -5,6 +5,8 @@ criteria, each marked step planned again, and the steps after them rewired. Pure
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, DraftStep
@@ -16,16 +18,23 @@ MAX_ERROR_CHARS = 200
 
 
 def rule_based_replan(
-    scope: ReplanScope, rules: PlanRules, resolver: ArmResolver
+    scope: ReplanScope,
+    rules: PlanRules,
+    resolver: ArmResolver,
+    fits: Callable[[MergedPlan], bool] = lambda merged: True,
 ) -> tuple[DraftPlan, MergedPlan]:
     """A valid revised plan without a model. When a diagnose step per failure would make too
-    many steps, each retry does its own diagnosis instead."""
+    many steps, or a plan that does not `fit` (the caller's budget), each retry does its own
+    diagnosis instead."""
     try:
         draft = _revision(scope, resolver, diagnose=True)
-        return draft, merge_replan(scope, draft, rules)
+        merged = merge_replan(scope, draft, rules)
+        if fits(merged):
+            return draft, merged
     except PlanValidationError:
-        draft = _revision(scope, resolver, diagnose=False)
-        return draft, merge_replan(scope, draft, rules)
+        pass
+    draft = _revision(scope, resolver, diagnose=False)
+    return draft, merge_replan(scope, draft, rules)
 
 
 def _revision(scope: ReplanScope, resolver: ArmResolver, *, diagnose: bool) -> DraftPlan:

@@ -4,11 +4,14 @@ replan limit, nothing to do)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from planner_arm.errors import ReplanLimitReached, ReplanRejected
 from planner_arm.plan.replan_schemas import FINISHED_STATUSES, ReplanRequest, StepState
 from planner_arm.plan.schemas import PlanResponse, PlanStep
+
+_STEP_KEY = re.compile(r"[1-9][0-9]{0,8}")
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,9 @@ def replan_scope(
     states: dict[int, StepState] = {}
     unknown: list[dict[str, object]] = []
     for key, state in request.step_states.items():
-        number = int(key) if key.strip().isdigit() else None
+        # Only the step's number as written in the plan: "01", " 1" or "²" name no step, so
+        # two keys can never give one step two states.
+        number = int(key) if _STEP_KEY.fullmatch(key) else None
         if number is None or number not in numbers:
             unknown.append(_problem("unknown_step", number, f"step_states names step {key!r}"))
         else:

@@ -287,7 +287,7 @@ class ErrorResponse(BaseModel):
     errors: list[ErrorItem] | None = Field(
         None, description="Each problem, when the request or the plan had one or more"
     )
-    figures: dict[str, float] | None = Field(
+    figures: dict[str, int | float] | None = Field(
         None,
         description="budget_exceeded: each limit and the value of the smallest plan found",
     )

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner_arm.plan.schemas import PlanResponse
+from planner_arm.plan.schemas import PlanResponse, RequestId
 
 # A plan far past any step limit is still read whole, so every problem is listed; this bounds
 # the work one request can ask for (the body size limit bounds the bytes).
@@ -49,6 +49,7 @@ class ValidateRequest(BaseModel):
     fix: bool = Field(
         False, description="Mend what the /plan pipeline mends locally and list it in warnings"
     )
+    request_id: RequestId | None = None
 
 
 class ValidationProblem(BaseModel):

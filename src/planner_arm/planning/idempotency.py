@@ -53,8 +53,10 @@ class Idempotency:
         key: str | None,
         request: BaseModel,
         work: Callable[[], Awaitable[PlanResponse]],
+        request_id: str,
     ) -> PlanResponse:
-        """`work()`'s answer, or the answer already given to this key and body."""
+        """`work()`'s answer, or the answer already given to this key and body (the same plan
+        and plan_id, under this request's id, as its header and log lines have it)."""
         if key is None:
             return await work()
         fingerprint = body_fingerprint(kind, request)
@@ -69,7 +71,8 @@ class Idempotency:
             return await self._without_store(work, error)
         if isinstance(outcome, Replay):
             self._metrics.idempotent_replays.inc()
-            return PlanResponse.model_validate(outcome.response)
+            replayed = PlanResponse.model_validate(outcome.response)
+            return replayed.model_copy(update={"request_id": request_id})
         if isinstance(outcome, Conflict):
             raise IdempotencyKeyReused(
                 "This Idempotency-Key was used with a different request body; use a new "

@@ -61,7 +61,7 @@ class PlanLifecycle:
             response = await self._plans.plan(request, request_id, use_cache=use_cache)
             return await self._stored(response, request)
 
-        return await self._idempotency.run("plan", idempotency_key, request, run)
+        return await self._idempotency.run("plan", idempotency_key, request, run, request_id)
 
     async def replan(
         self, request: ReplanRequest, request_id: str, *, idempotency_key: str | None = None
@@ -76,7 +76,7 @@ class PlanLifecycle:
             self._metrics.child(self._metrics.replans, response.metadata.source).inc()
             return await self._stored(response, request)
 
-        return await self._idempotency.run("replan", idempotency_key, request, run)
+        return await self._idempotency.run("replan", idempotency_key, request, run, request_id)
 
     async def get(self, plan_id: str) -> PlanResponse:
         record = await self._read(plan_id)
@@ -105,14 +105,7 @@ class PlanLifecycle:
         A plan this service stored is read from the store, so a caller cannot reset the
         count by editing `replan_count` in the plan it sends back."""
         if request.previous is not None:
-            try:
-                record = await self._store.get_plan(request.previous.plan_id)
-            except StoreUnavailable as error:
-                self._store_failed("get_plan", error)
-                return request.previous, None
-            if record is None:
-                return request.previous, None
-            return request.previous, PlanResponse.model_validate(record["response"]).replan_count
+            return request.previous, await self._counted_replans(request.previous)
         assert request.plan_id is not None  # the request model requires one of the two
         record = await self._read(request.plan_id)
         if record is None:
@@ -122,6 +115,24 @@ class PlanLifecycle:
             )
         stored = PlanResponse.model_validate(record["response"])
         return stored, stored.replan_count
+
+    async def _counted_replans(self, previous: PlanResponse) -> int | None:
+        """The replans of `previous`'s chain as stored: its own record, else its parent's plus
+        one, so neither an edited count nor a made-up plan_id resets the limit. None when the
+        store knows neither (the plan came from elsewhere, or the store is down)."""
+        try:
+            own = await self._store.get_plan(previous.plan_id)
+            if own is not None:
+                return PlanResponse.model_validate(own["response"]).replan_count
+            if previous.parent_plan_id is None:
+                return None
+            parent = await self._store.get_plan(previous.parent_plan_id)
+        except StoreUnavailable as error:
+            self._store_failed("get_plan", error)
+            return None
+        if parent is None:
+            return None
+        return PlanResponse.model_validate(parent["response"]).replan_count + 1
 
     async def _read(self, plan_id: str) -> dict[str, Any] | None:
         try:

@@ -52,6 +52,8 @@ class PlanRecorder:
         }
         if meta.cached_plan_id is not None:
             fields["cached_plan_id"] = meta.cached_plan_id
+        if response.parent_plan_id is not None:  # a replan: where it sits in its chain
+            fields |= {"version": response.version, "parent_plan_id": response.parent_plan_id}
         self._log.info("plan_created", **fields)
 
     def failed(self, latency_ms: float) -> None:

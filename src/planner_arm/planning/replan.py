@@ -76,7 +76,11 @@ class Replanner:
         )
         outcome = await self.planner.ask_models(request, deadline, spend, conversation)
         if isinstance(outcome, ModelFailure):
-            draft, valid = self._rule_based(scope, request, outcome, spend)
+            try:
+                draft, valid = self._rule_based(scope, request, outcome, spend)
+            except PlanningFailed:
+                self.planner.recorder.failed((clock.now() - started) * 1000)
+                raise
             source, model, confidence = "fallback", None, self.settings.fallback.confidence
         else:
             draft, valid = outcome.draft, outcome.valid
@@ -94,7 +98,7 @@ class Replanner:
             fixed_confidence=confidence,
         )
         count = previous.replan_count if replan_count is None else replan_count
-        return response.model_copy(
+        revised = response.model_copy(
             update={
                 "version": previous.version + 1,
                 "parent_plan_id": previous.plan_id,
@@ -102,6 +106,8 @@ class Replanner:
                 "diff": plan_diff(list(previous.plan), response.plan),
             }
         )
+        self.planner.recorder.planned(revised, request, repeat=False)
+        return revised
 
     def _read_answer(
         self, completion: Completion, scope: ReplanScope, request: ReplanRequest
@@ -126,11 +132,17 @@ class Replanner:
         self.planner.metrics.fallbacks.labels(failure.reason).inc()
         if failure.reason != "llm_disabled":
             spend.warn_once(f"fallback_used: {failure.reason}: {failure.detail}")
-        draft, merged = rule_based_replan(scope, self.planner.rules, self.planner.resolver)
-        if request.budget is not None and budget_problems(merged.steps, request.budget):
-            problems = budget_problems(merged.steps, request.budget)
+        budget = request.budget
+        draft, merged = rule_based_replan(
+            scope,
+            self.planner.rules,
+            self.planner.resolver,
+            fits=lambda plan: budget is None or not budget_problems(plan.steps, budget),
+        )
+        if budget is not None and budget_problems(merged.steps, budget):
+            problems = budget_problems(merged.steps, budget)
             raise BudgetExceeded(
                 "no revised plan fits the budget: " + "; ".join(problems),
-                figures=budget_figures(merged.steps, request.budget),
+                figures=budget_figures(merged.steps, budget),
             )
         return draft, ValidPlan(steps=merged.steps, repairs=merged.repairs)

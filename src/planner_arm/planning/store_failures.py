@@ -11,6 +11,7 @@ from planner_arm.metrics import PlannerMetrics
 
 def note_store_failure(metrics: PlannerMetrics, operation: str, error: StoreUnavailable) -> None:
     metrics.child(metrics.store_errors, operation).inc()
+    cause = error.__cause__
     structlog.get_logger("planner_arm.store").warning(
-        "store_failed", operation=operation, error=error.detail
+        "store_failed", operation=operation, error=error.detail, cause=str(cause or "")[:200]
     )

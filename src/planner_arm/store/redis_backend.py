@@ -163,5 +163,8 @@ class RedisStore:
         try:
             return await command
         except (RedisError, OSError) as exc:
-            reason = str(exc) or type(exc).__name__
-            raise StoreUnavailable(f"the plan store (Redis) failed: {reason}") from exc
+            # The caller sees the kind of failure; the address and the library's wording stay
+            # in the log line of whoever handles it (the chained cause).
+            raise StoreUnavailable(
+                f"the plan store (Redis) did not answer ({type(exc).__name__})"
+            ) from exc
