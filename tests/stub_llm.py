@@ -3,9 +3,10 @@ tests and the load benchmark.
 
 Each chat completion takes the next scripted behaviour, then the default one: a normal reply,
 an error status, a hang, a byte-by-byte drip, a dropped connection, a slow reply, or an answer
-streamed in delayed chunks (a request with `stream: true` always gets its answer streamed). It is raw
-HTTP/1.1 over asyncio streams (keep-alive, Content-Length or chunked request bodies) on its own
-event loop in a daemon thread, so synchronous tests and async code can both drive it:
+streamed in delayed chunks (a request with `stream: true` always gets its answer streamed).
+It is raw HTTP/1.1 over asyncio streams (keep-alive, Content-Length or chunked request
+bodies) on its own event loop in a daemon thread, so synchronous tests and async code can both
+drive it:
 
     with StubLLM(default=Reply()) as stub:
         stub.script(Status(503), Drop())   # the next two calls; then the default

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from typing import Any
@@ -21,7 +22,7 @@ def cut(chunks: list[str]) -> list[Any]:
 def split_at(text: str, cuts: list[int]) -> list[str]:
     points = sorted({min(max(c, 0), len(text)) for c in cuts})
     edges = [0, *points, len(text)]
-    return [text[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+    return [text[a:b] for a, b in itertools.pairwise(edges)]
 
 
 def test_each_step_comes_out_when_its_closing_brace_arrives() -> None:
@@ -72,7 +73,9 @@ json_leaf = st.one_of(
 )
 json_value = st.recursive(
     json_leaf,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 steps_strategy = st.lists(st.dictionaries(st.text(max_size=8), json_value, max_size=4), max_size=6)
@@ -87,9 +90,15 @@ steps_strategy = st.lists(st.dictionaries(st.text(max_size=8), json_value, max_s
     ascii_only=st.booleans(),
 )
 def test_any_chunking_yields_the_steps_json_loads_reads(
-    steps: list[dict[str, Any]], rationale: str, cuts: list[int], indent: int | None, ascii_only: bool
+    steps: list[dict[str, Any]],
+    rationale: str,
+    cuts: list[int],
+    indent: int | None,
+    ascii_only: bool,
 ) -> None:
-    answer = json.dumps({"rationale": rationale, "plan": steps}, indent=indent, ensure_ascii=ascii_only)
+    answer = json.dumps(
+        {"rationale": rationale, "plan": steps}, indent=indent, ensure_ascii=ascii_only
+    )
     assert cut(split_at(answer, cuts)) == json.loads(answer)["plan"]
 
 
