@@ -169,3 +169,21 @@ async def test_without_a_model_the_rule_based_steps_stream(chat_route: respx.Rou
     assert events[0][1]["model"] is None
     assert 'planner_streams_total{outcome="plan"} 1.0' in metrics
     assert "planner_stream_first_step_seconds_count 1.0" in metrics
+
+
+async def test_a_replan_streams_its_steps_and_refuses_a_bad_request_as_json() -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        first = (await client.post("/plan", json=GOAL)).json()
+        body = {
+            **GOAL,
+            "plan_id": first["plan_id"],
+            "step_states": {"1": {"status": "completed"}, "2": {"status": "failed"}},
+        }
+        response = await client.post("/replan", json=body, headers=SSE)
+        unknown = await client.post("/replan", json={**body, "plan_id": "nope"}, headers=SSE)
+        stored = (await client.get(f"/plan/{parse_sse(response.text)[-1][1]['plan_id']}")).json()
+    plan = check_reset_rule(parse_sse(response.text))
+    assert plan["parent_plan_id"] == first["plan_id"]
+    assert plan == stored
+    assert unknown.status_code == 404
+    assert unknown.json()["error"] == "plan_not_found"
