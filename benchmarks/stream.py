@@ -26,9 +26,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from stub_llm import PLAN, PLAN_JSON, Streamed, StubLLM  # noqa: E402
-
 from planner_arm.pipeline.step_stream import StepCutter  # noqa: E402
+from stub_llm import PLAN, PLAN_JSON, Streamed, StubLLM  # noqa: E402
 
 
 def _free_port() -> int:

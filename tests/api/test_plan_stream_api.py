@@ -117,9 +117,7 @@ async def test_an_idempotent_replay_streams_the_stored_plan(chat_route: respx.Ro
 async def test_ndjson_carries_the_same_events_one_per_line(chat_route: respx.Route) -> None:
     chat_route.return_value = model_answer(good_plan())
     async with running_app(make_settings()) as client:
-        response = await client.post(
-            "/plan", json=GOAL, headers={"accept": "application/x-ndjson"}
-        )
+        response = await client.post("/plan", json=GOAL, headers={"accept": "application/x-ndjson"})
     assert response.headers["content-type"].startswith("application/x-ndjson")
     lines = [json.loads(line) for line in response.text.splitlines()]
     assert all(set(line) == {"event", "data"} for line in lines)

@@ -9,13 +9,17 @@ from typing import Any
 
 import httpx
 import pytest
-from test_faults import MARGIN, TIMEOUT, Serve, serve, stub  # noqa: F401 - fixtures
+import test_faults
+from test_faults import MARGIN, TIMEOUT, Serve
 
 from invariants import assert_valid_plan
 from sse import check_reset_rule
 from stub_llm import PLAN_JSON, Hang, Streamed, StubLLM
 
 pytestmark = pytest.mark.slow
+# The fault scenarios' fixtures: the stub model, and the service started against it.
+stub = test_faults.stub
+serve = test_faults.serve
 GOAL = {"goal": "Fix authentication bug and add tests", "options": {"use_cache": False}}
 SSE = {"accept": "text/event-stream"}
 
@@ -48,9 +52,7 @@ def final_plan(events: list[tuple[str, Any, float]]) -> dict[str, Any]:
     return plan
 
 
-def test_the_first_step_arrives_long_before_the_model_finishes(
-    stub: StubLLM, serve: Serve
-) -> None:
+def test_the_first_step_arrives_long_before_the_model_finishes(stub: StubLLM, serve: Serve) -> None:
     url = serve(TIMEOUT_SECONDS="20")
     chunks = len(PLAN_JSON) // 16 + 1
     stub.default = Streamed(chunk_chars=16, interval=0.03)  # about 2 s for the answer
