@@ -2,9 +2,11 @@
 tests and the load benchmark.
 
 Each chat completion takes the next scripted behaviour, then the default one: a normal reply,
-an error status, a hang, a byte-by-byte drip, a dropped connection or a slow reply. It is raw
-HTTP/1.1 over asyncio streams (keep-alive, Content-Length or chunked request bodies) on its own
-event loop in a daemon thread, so synchronous tests and async code can both drive it:
+an error status, a hang, a byte-by-byte drip, a dropped connection, a slow reply, or an answer
+streamed in delayed chunks (a request with `stream: true` always gets its answer streamed).
+It is raw HTTP/1.1 over asyncio streams (keep-alive, Content-Length or chunked request
+bodies) on its own event loop in a daemon thread, so synchronous tests and async code can both
+drive it:
 
     with StubLLM(default=Reply()) as stub:
         stub.script(Status(503), Drop())   # the next two calls; then the default
@@ -161,7 +163,22 @@ class Held:
     release: threading.Event
 
 
-Behaviour: TypeAlias = Reply | Status | Hang | Drip | Drop | Slow | Held
+@dataclass(frozen=True)
+class Streamed:
+    """An answer streamed as server-sent chat.completion.chunk events (what a request with
+    `stream: true` gets): `chunk_chars` characters each `interval` seconds, the usage in a
+    last chunk when asked for. With `break_after`, the connection closes after that many
+    chunks, mid-answer."""
+
+    content: str = PLAN_JSON
+    chunk_chars: int = 16
+    interval: float = 0.0
+    break_after: int | None = None
+    prompt_tokens: int = 900
+    completion_tokens: int = 300
+
+
+Behaviour: TypeAlias = Reply | Status | Hang | Drip | Drop | Slow | Held | Streamed
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -296,10 +313,14 @@ class StubLLM:
         self.host = host
         self.port = port
         self.record = record
+        # False: a request with `stream: true` gets a 400, as from a server that cannot stream.
+        self.streaming = True
         self.calls = 0
         self.requests: list[dict[str, Any]] = []
         # Set when a chat completion arrives: a test can wait for a call to be in flight.
         self.arrived = threading.Event()
+        # Set when a client went away while its streamed answer was still being written.
+        self.cut_off = threading.Event()
         self._script: collections.deque[Behaviour] = collections.deque()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -363,6 +384,7 @@ class StubLLM:
         with self._lock:
             self.calls = 0
             self.arrived.clear()
+            self.cut_off.clear()
             self.requests = []
             self._script.clear()
 
@@ -465,8 +487,25 @@ class StubLLM:
             body = _error_body(400, "the request body is not a JSON object")
             return await _send(writer, _response(400, body, keep_alive))
 
+        if payload.get("stream") and not self.streaming:
+            self._next(payload)
+            body = _error_body(400, "stream is not supported by this server")
+            return await _send(writer, _response(400, body, keep_alive))
         behaviour = self._next(payload)
         model = str(payload.get("model") or DEFAULT_MODEL)
+        if payload.get("stream") and isinstance(behaviour, Reply):
+            if behaviour.delay > 0:
+                await asyncio.sleep(behaviour.delay)
+            behaviour = Streamed(behaviour.content or "", chunk_chars=1 << 20)
+        if isinstance(behaviour, Streamed):
+            usage = bool((payload.get("stream_options") or {}).get("include_usage"))
+            try:
+                finished = await _stream(writer, behaviour, model, keep_alive, usage=usage)
+            except ConnectionError:
+                finished = False
+            if not finished and behaviour.break_after is None:
+                self.cut_off.set()  # the client left before the answer was written
+            return finished
         if isinstance(behaviour, Slow):
             behaviour = Reply(delay=behaviour.seconds)
         if isinstance(behaviour, Held):
@@ -496,6 +535,56 @@ class StubLLM:
                     return False
             return await _send(writer, body[behaviour.chunks :])
         return False  # Drop: close without a word
+
+
+def _chunk_event(model: str, choices: list[dict[str, Any]], **extra: Any) -> bytes:
+    chunk = {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": choices,
+        **extra,
+    }
+    data = f"data: {json.dumps(chunk)}\n\n".encode()
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+async def _stream(
+    writer: asyncio.StreamWriter, answer: Streamed, model: str, keep_alive: bool, *, usage: bool
+) -> bool:
+    """Sends `answer` as an SSE stream in chunked transfer encoding."""
+    head = [
+        "HTTP/1.1 200 OK",
+        "Content-Type: text/event-stream",
+        "Transfer-Encoding: chunked",
+        "Connection: keep-alive" if keep_alive else "Connection: close",
+    ]
+    if not await _send(writer, ("\r\n".join(head) + "\r\n\r\n").encode()):
+        return False
+    text = answer.content
+    pieces = [text[i : i + answer.chunk_chars] for i in range(0, len(text), answer.chunk_chars)]
+    for index, piece in enumerate(pieces):
+        if answer.break_after is not None and index >= answer.break_after:
+            return False  # the connection closes mid-answer
+        if index and answer.interval > 0:
+            await asyncio.sleep(answer.interval)
+        delta = {"role": "assistant", "content": piece} if index == 0 else {"content": piece}
+        choice = {"index": 0, "delta": delta, "finish_reason": None}
+        if not await _send(writer, _chunk_event(model, [choice])):
+            return False
+    last = {"index": 0, "delta": {}, "finish_reason": "stop"}
+    tail = _chunk_event(model, [last])
+    if usage:
+        counts = {
+            "prompt_tokens": answer.prompt_tokens,
+            "completion_tokens": answer.completion_tokens,
+            "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+        }
+        tail += _chunk_event(model, [], usage=counts)
+    done = b"data: [DONE]\n\n"
+    tail += f"{len(done):x}\r\n".encode() + done + b"\r\n0\r\n\r\n"
+    return await _send(writer, tail)
 
 
 async def _next_loop_iteration() -> None:

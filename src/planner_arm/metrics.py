@@ -163,6 +163,18 @@ class PlannerMetrics:
             "Requests answered with the stored answer of their Idempotency-Key.",
             registry=r,
         )
+        self.stream_first_step = Histogram(
+            "planner_stream_first_step_seconds",
+            "Seconds from a streamed plan's start to its first step event.",
+            buckets=buckets,
+            registry=r,
+        )
+        self.streams = Counter(
+            "planner_streams",
+            "Streamed plan answers (SSE, NDJSON), by how they ended: plan, error or disconnected.",
+            ["outcome"],
+            registry=r,
+        )
         # OpenTelemetry GenAI semantic-convention names, for dashboards built on them.
         self.genai_tokens = Histogram(
             "gen_ai_client_token_usage",

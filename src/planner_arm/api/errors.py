@@ -139,31 +139,36 @@ def _request_id(request: Request) -> str:
     return str(request.scope.get("state", {}).get("request_id", ""))
 
 
+def planner_error_response(request: Request, exc: PlannerError) -> JSONResponse:
+    """The answer to `exc`; a streamed answer's `error` event carries the same body."""
+    status = status_for(exc)
+    problems: list[ErrorItem] = []
+    detail = exc.detail
+    if isinstance(exc, ReplanRejected):
+        problems = [ErrorItem.model_validate(problem) for problem in exc.errors]
+    if isinstance(exc, PlanningFailed) and exc.errors:
+        problems = _plan_problems(exc)
+        count = len(problems)
+        detail = (
+            f"No valid plan: the model's last answer ({exc.detail}) had {count} "
+            f"problem{'s' if count > 1 else ''}, listed in errors."
+        )
+    headers: dict[str, str] = {}
+    if isinstance(exc, Unauthorized):
+        headers["WWW-Authenticate"] = 'Bearer realm="planner-arm"'
+    if status in (503, 504):
+        headers["Retry-After"] = _retry_after(request, exc)
+    log.warning("request_failed", status=status, error=exc.code)
+    figures = exc.figures if isinstance(exc, BudgetExceeded) else None
+    return error_response(
+        status, exc.code, detail, _request_id(request), problems, headers, figures
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(PlannerError)
     async def planner_error(request: Request, exc: PlannerError) -> JSONResponse:
-        status = status_for(exc)
-        problems: list[ErrorItem] = []
-        detail = exc.detail
-        if isinstance(exc, ReplanRejected):
-            problems = [ErrorItem.model_validate(problem) for problem in exc.errors]
-        if isinstance(exc, PlanningFailed) and exc.errors:
-            problems = _plan_problems(exc)
-            count = len(problems)
-            detail = (
-                f"No valid plan: the model's last answer ({exc.detail}) had {count} "
-                f"problem{'s' if count > 1 else ''}, listed in errors."
-            )
-        headers: dict[str, str] = {}
-        if isinstance(exc, Unauthorized):
-            headers["WWW-Authenticate"] = 'Bearer realm="planner-arm"'
-        if status in (503, 504):
-            headers["Retry-After"] = _retry_after(request, exc)
-        log.warning("request_failed", status=status, error=exc.code)
-        figures = exc.figures if isinstance(exc, BudgetExceeded) else None
-        return error_response(
-            status, exc.code, detail, _request_id(request), problems, headers, figures
-        )
+        return planner_error_response(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -3,12 +3,14 @@ plan by id; and the Idempotency-Key every planning POST reads."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 
 from planner_arm.api import lifecycle_docs as docs
 from planner_arm.api.openapi_docs import PLAN_REQUEST_ID_HEADER, REQUEST_ID_HEADER, operation_extra
+from planner_arm.api.plan_streaming import stream_format, streamed_plan
 from planner_arm.api.planning_deps import JSONBodyRoute, idempotency_key, planning_services
 from planner_arm.api.request_context import use_request_id
 from planner_arm.api.state import Services
@@ -16,6 +18,7 @@ from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.validate_schemas import ValidateRequest, ValidateResponse
 from planner_arm.planning.lifecycle import PlanLifecycle
+from planner_arm.planning.plan_stream import PlanStream
 
 PlanningDep = Annotated[tuple[Services, PlanLifecycle], Depends(planning_services)]
 
@@ -38,13 +41,23 @@ def lifecycle_router(replan_model: type[ReplanRequest], keys_required: bool) -> 
         _, lifecycle = planning
         return lifecycle.validate(body, _request_id(request, body.request_id))
 
-    async def replan(body: ReplanRequest, request: Request, planning: PlanningDep) -> PlanResponse:
+    async def replan(
+        body: ReplanRequest, request: Request, planning: PlanningDep
+    ) -> PlanResponse | Response:
         """Revise a plan after a failure or a change, keeping the finished steps."""
-        _, lifecycle = planning
+        services, lifecycle = planning
         key = idempotency_key(request)
-        return await lifecycle.replan(
-            body, _request_id(request, body.request_id), idempotency_key=key
-        )
+        request_id = _request_id(request, body.request_id)
+        kind = stream_format(request)
+        if kind is None:
+            return await lifecycle.replan(body, request_id, idempotency_key=key)
+
+        def work(_: PlanStream) -> Awaitable[PlanResponse]:
+            # The replanner's answer merges kept and new steps: they stream once it is made.
+            return lifecycle.replan(body, request_id, idempotency_key=key)
+
+        planner = lifecycle.planner
+        return await streamed_plan(request, kind, planner, services.metrics, request_id, work)
 
     async def get_plan(plan_id: str, planning: PlanningDep) -> PlanResponse:
         """A plan answered by /plan or /replan, as it was given, while its TTL lasts."""

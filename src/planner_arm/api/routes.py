@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -10,6 +11,7 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from planner_arm.api import openapi_docs as docs
 from planner_arm.api.lifecycle_docs import IDEMPOTENCY_KEY_HEADER, PLAN_WITH_KEY_RESPONSES
+from planner_arm.api.plan_streaming import stream_format, streamed_plan
 from planner_arm.api.planning_deps import JSONBodyRoute, idempotency_key, planning_services
 from planner_arm.api.request_context import use_request_id
 from planner_arm.api.state import Services, get_services, service_version
@@ -24,6 +26,7 @@ from planner_arm.plan.schemas import (
     ReadyResponse,
 )
 from planner_arm.planning.lifecycle import PlanLifecycle
+from planner_arm.planning.plan_stream import PlanStream
 
 SERVICE_CAPABILITIES = ["planning", "task_decomposition", "dependency_resolution", "arm_selection"]
 SERVICE_COST_TIER = 2
@@ -39,9 +42,9 @@ def planning_router(request_model: type[PlanRequest], keys_required: bool) -> AP
 
     async def create_plan(
         body: PlanRequest, request: Request, planning: PlanningDep
-    ) -> PlanResponse:
+    ) -> PlanResponse | Response:
         """Turn a goal into a validated, executable plan."""
-        _, lifecycle = planning
+        services, lifecycle = planning
         plan_request = body
         key = idempotency_key(request)
         no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
@@ -49,9 +52,19 @@ def planning_router(request_model: type[PlanRequest], keys_required: bool) -> AP
             use_request_id(request.scope, plan_request.request_id)
         request_id: str = request.scope["state"]["request_id"]
         use_cache = plan_request.options.use_cache and not no_cache
-        return await lifecycle.plan(
-            plan_request, request_id, use_cache=use_cache, idempotency_key=key
-        )
+        kind = stream_format(request)
+        if kind is None:
+            return await lifecycle.plan(
+                plan_request, request_id, use_cache=use_cache, idempotency_key=key
+            )
+
+        def work(stream: PlanStream) -> Awaitable[PlanResponse]:
+            return lifecycle.plan(
+                plan_request, request_id, use_cache=use_cache, idempotency_key=key, listener=stream
+            )
+
+        planner = lifecycle.planner
+        return await streamed_plan(request, kind, planner, services.metrics, request_id, work)
 
     # The body's model is this app's (its limits come from config), so it is set here rather
     # than in the signature, where annotations are strings resolved in module scope.

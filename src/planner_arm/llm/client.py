@@ -26,6 +26,7 @@ from planner_arm.errors import (
     LLMUnsupportedFormat,
 )
 from planner_arm.llm.prompts import Message, plan_json_schema
+from planner_arm.llm.streamed import STREAM_WORDS, AnswerSink, read_stream
 
 # Providers quote part of a bad key back in their error text; none of it may reach a log.
 _KEY_LIKE = re.compile(r"\b(sk|key|api[-_]?key)[-_][A-Za-z0-9_*\-]{6,}", re.IGNORECASE)
@@ -132,6 +133,8 @@ class LLMClient:
         )
         # Models whose server refused `response_format`; asked without it from then on.
         self._no_response_format: set[str] = set()
+        # Models whose server refused `stream`; asked without it from then on.
+        self._no_stream: set[str] = set()
         # The SDK imports its resource modules on first use, which blocks the event loop for
         # about half a second; pay that at start-up, not in the first request's deadline.
         _ = self._client.chat.completions
@@ -157,8 +160,13 @@ class LLMClient:
         messages: Sequence[Message],
         *,
         timeout: float,  # noqa: ASYNC109 - the SDK's own timeout is set from it too
+        sink: AnswerSink | None = None,
     ) -> Completion:
-        """One chat completion, bounded by `timeout` seconds however the server behaves."""
+        """One chat completion, bounded by `timeout` seconds however the server behaves.
+
+        With a `sink`, the answer is streamed and each piece of text goes to the sink as it
+        arrives; a server that refuses streaming is asked again without it (remembered), and
+        the sink gets the whole text at once."""
         options: dict[str, Any] = {
             "model": model,
             "messages": list(messages),
@@ -169,11 +177,20 @@ class LLMClient:
         response_format = self._response_format(model)
         if response_format is not None:
             options["response_format"] = response_format
+        streaming = sink is not None and model not in self._no_stream
+        if sink is not None:
+            sink.begin(model)
         started = time.perf_counter()
         try:
             # httpx's read timeout is per chunk, so a server that drips bytes could outlive
             # it; this bound is on the whole call.
             async with asyncio.timeout(timeout):
+                if streaming:
+                    assert sink is not None
+                    content, finish_reason, usage, latency = await read_stream(
+                        self._client, options, sink, started
+                    )
+                    return _completion(content, finish_reason, usage, latency)
                 response = await self._client.chat.completions.create(**options)
         except TimeoutError as exc:
             raise LLMTransientError(f"no answer within {timeout:.2f}s", code="timeout") from exc
@@ -183,6 +200,10 @@ class LLMClient:
             detail = redact(f"connection failed: {exc.__cause__ or exc}", self._key)
             raise LLMTransientError(detail, code="connection") from exc
         except openai.APIStatusError as exc:
+            if streaming and exc.status_code in (400, 422) and STREAM_WORDS.search(exc.message):
+                self._no_stream.add(model)
+                remaining = timeout - (time.perf_counter() - started)
+                return await self.complete(model, messages, timeout=remaining, sink=sink)
             error = _map_status_error(exc, self._key)
             if isinstance(error, LLMUnsupportedFormat):
                 if response_format is None:
@@ -194,6 +215,10 @@ class LLMClient:
         except openai.APIError as exc:
             detail = redact(f"unusable response: {exc.message}", self._key)
             raise LLMTransientError(detail, code="bad_response") from exc
+        except httpx.HTTPError as exc:
+            # A stream cut off mid-answer: the SDK lets the transport's error through.
+            detail = redact(f"the answer's stream broke: {exc}", self._key)
+            raise LLMTransientError(detail, code="stream_broken") from exc
         latency = time.perf_counter() - started
         choice = response.choices[0] if response.choices else None
         content = None
@@ -201,12 +226,19 @@ class LLMClient:
         if choice is not None:
             finish_reason = choice.finish_reason
             content = choice.message.content or getattr(choice.message, "refusal", None)
-        usage = response.usage
-        return Completion(
-            content=content,
-            finish_reason=finish_reason,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-            usage_reported=usage is not None,
-            latency_seconds=latency,
-        )
+        if sink is not None and content:
+            sink.text(content)
+        return _completion(content, finish_reason, response.usage, latency)
+
+
+def _completion(
+    content: str | None, finish_reason: str | None, usage: Any, latency: float
+) -> Completion:
+    return Completion(
+        content=content,
+        finish_reason=finish_reason,
+        prompt_tokens=usage.prompt_tokens if usage else 0,
+        completion_tokens=usage.completion_tokens if usage else 0,
+        usage_reported=usage is not None,
+        latency_seconds=latency,
+    )

@@ -13,6 +13,7 @@ from planner_arm.errors import LLMError, LLMRateLimited, LLMRejected, LLMTransie
 from planner_arm.llm.breaker import CircuitBreakers, CircuitState, ModelCircuit
 from planner_arm.llm.client import Completion, LLMClient
 from planner_arm.llm.prompts import Message
+from planner_arm.llm.streamed import AnswerSink
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.spend import Spend, llm_cost_usd
 
@@ -95,6 +96,7 @@ class GuardedLLM:
         *,
         budget: float,
         min_call_seconds: float,
+        sink: AnswerSink | None = None,
     ) -> Completion:
         """One call of at most `budget` seconds from now, the wait for a slot included.
 
@@ -113,7 +115,7 @@ class GuardedLLM:
         spend.calls += 1
         try:
             timeout = max(0.0, min(ends_at - started, deadline.remaining()))
-            completion = await self._llm.complete(model, messages, timeout=timeout)
+            completion = await self._llm.complete(model, messages, timeout=timeout, sink=sink)
         except LLMError as error:
             self._metrics.record_llm_call(model, error.code, self._clock.now() - started)
             if counts_against_model(error):

@@ -23,6 +23,7 @@ from planner_arm.errors import PlanningFailed, StoreUnavailable
 from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
+from planner_arm.planning.listener import PlanListener
 from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.recorder import PlanRecorder
 from planner_arm.planning.store_failures import note_store_failure
@@ -117,10 +118,20 @@ class CachingPlanner:
         self._fingerprint = settings_fingerprint(settings)
         self._cache = PlanCache(settings.cache.ttl_seconds, settings.cache.max_entries, clock)
         self._in_flight: dict[str, asyncio.Task[PlanResponse]] = {}
+        self._followers: dict[str, int] = {}  # requests waiting on another's planning
 
-    async def plan(self, request: PlanRequest, request_id: str, *, use_cache: bool) -> PlanResponse:
+    async def plan(
+        self,
+        request: PlanRequest,
+        request_id: str,
+        *,
+        use_cache: bool,
+        listener: PlanListener | None = None,
+    ) -> PlanResponse:
+        """`listener` (a streamed answer) watches this request's own model calls; a cache hit
+        or a shared run has none to watch."""
         if not self._enabled:
-            return await self._planner.plan(request, request_id)
+            return await self._planner.plan(request, request_id, listener)
         started = self._clock.now()
         key = request_key(request, self._fingerprint)
         if use_cache:
@@ -131,27 +142,39 @@ class CachingPlanner:
             leader = self._in_flight.get(key)
             if leader is not None:
                 self._metrics.child(self._metrics.cache_requests, "coalesced").inc()
+                self._followers[key] = self._followers.get(key, 0) + 1
                 try:
                     shared = await asyncio.shield(leader)
                 except PlanningFailed:
                     self._recorder.failed((self._clock.now() - started) * 1000)
                     raise
+                finally:
+                    self._followers[key] -= 1
+                    if not self._followers[key]:
+                        del self._followers[key]
                 return self._repeat(shared, request, request_id, started)
         outcome = "miss" if use_cache else "bypass"
         self._metrics.child(self._metrics.cache_requests, outcome).inc()
 
         # A task of its own, which also stores its answer: a caller that goes away cancels
         # neither the others' answer nor the cache entry.
-        task = asyncio.create_task(self._plan_and_store(key, request, request_id))
+        task = asyncio.create_task(self._plan_and_store(key, request, request_id, listener))
         if use_cache:
             self._in_flight[key] = task
             task.add_done_callback(lambda _: self._in_flight.pop(key, None))
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            # A streamed answer's caller left: its model call goes too, unless another
+            # request is waiting for the same plan.
+            if listener is not None and not self._followers.get(key):
+                task.cancel()
+            raise
 
     async def _plan_and_store(
-        self, key: str, request: PlanRequest, request_id: str
+        self, key: str, request: PlanRequest, request_id: str, listener: PlanListener | None
     ) -> PlanResponse:
-        response = await self._planner.plan(request, request_id)
+        response = await self._planner.plan(request, request_id, listener)
         if response.metadata.source == "llm":
             await self._keep(key, response)
         return response

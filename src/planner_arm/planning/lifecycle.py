@@ -22,6 +22,7 @@ from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validate_schemas import ValidateRequest, ValidateResponse, ValidationProblem
 from planner_arm.planning.cache import CachingPlanner
 from planner_arm.planning.idempotency import Idempotency
+from planner_arm.planning.listener import PlanListener
 from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.replan import Replanner
 from planner_arm.planning.store_failures import note_store_failure
@@ -46,6 +47,10 @@ class PlanLifecycle:
         self._idempotency = Idempotency(store, settings, metrics, planner.clock)
 
     @property
+    def planner(self) -> PlannerArm:
+        return self._planner
+
+    @property
     def store_kind(self) -> str:
         return self._store.kind
 
@@ -56,9 +61,12 @@ class PlanLifecycle:
         *,
         use_cache: bool,
         idempotency_key: str | None = None,
+        listener: PlanListener | None = None,
     ) -> PlanResponse:
         async def run() -> PlanResponse:
-            response = await self._plans.plan(request, request_id, use_cache=use_cache)
+            response = await self._plans.plan(
+                request, request_id, use_cache=use_cache, listener=listener
+            )
             return await self._stored(response, request)
 
         return await self._idempotency.run("plan", idempotency_key, request, run, request_id)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from functools import partial
 
 import structlog
@@ -42,6 +41,14 @@ from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
 from planner_arm.planning.budget_fit import budgeted_fallback
 from planner_arm.planning.call_budget import CallBudget
+from planner_arm.planning.listener import PlanListener
+from planner_arm.planning.outcomes import (
+    AnswerReader,
+    Conversation,
+    ModelFailure,
+    ModelHealth,
+    ModelPlan,
+)
 from planner_arm.planning.plan_budget import (
     check_answer_budget,
     refuse_impossible_budget,
@@ -49,50 +56,10 @@ from planner_arm.planning.plan_budget import (
 )
 from planner_arm.planning.recorder import PlanRecorder
 
+__all__ = ["Conversation", "ModelFailure", "ModelHealth", "ModelPlan", "PlannerArm"]
+
 # A call with less time than this left cannot finish; the fallback answers instead.
 _MIN_CALL_SECONDS = 0.05
-
-
-@dataclass
-class _Failure:
-    """Why the model produced no plan, for the fallback metric and the 5xx mapping."""
-
-    # llm_disabled | llm_unavailable | invalid_plan | deadline | call_budget | circuit_open
-    # | saturated | spend_budget
-    reason: str
-    detail: str
-    errors: list[str]
-
-
-@dataclass
-class _Success:
-    model: str
-    draft: DraftPlan
-    valid: ValidPlan
-
-
-# What another endpoint (replan) asks the same attempt loop: its own first messages, and its
-# own reading of an answer (raising PlanParseError or PlanValidationError for a repair prompt).
-AnswerReader = Callable[[Completion], tuple[DraftPlan, ValidPlan]]
-ModelPlan = _Success
-ModelFailure = _Failure
-
-
-@dataclass(frozen=True)
-class Conversation:
-    messages: list[Message]
-    read: AnswerReader
-
-
-@dataclass(frozen=True)
-class ModelHealth:
-    """The models as /health reports them: each circuit, and whether any is not closed."""
-
-    circuits: dict[str, str]
-
-    @property
-    def degraded(self) -> bool:
-        return any(state != "closed" for state in self.circuits.values())
 
 
 class PlannerArm:
@@ -124,28 +91,35 @@ class PlannerArm:
         """Each model's circuit now; empty when no model is configured."""
         return ModelHealth(self.llm.circuits() if self.llm is not None else {})
 
-    async def plan(self, request: PlanRequest, request_id: str) -> PlanResponse:
+    async def plan(
+        self, request: PlanRequest, request_id: str, listener: PlanListener | None = None
+    ) -> PlanResponse:
         """A plan for `request`, recorded; raises PlanningFailed only with the fallback off,
-        BudgetExceeded when no plan fits the request's budget."""
+        BudgetExceeded when no plan fits the request's budget. `listener` watches the model's
+        answers being written, and names the plan."""
         started = self.clock.now()
         try:
-            response = await self._plan(request, request_id, started)
+            response = await self._plan(request, request_id, started, listener)
         except PlanningFailed:
             self.recorder.failed((self.clock.now() - started) * 1000)
             raise
         self.recorder.planned(response, request, repeat=False)
         return response
 
-    async def _plan(self, request: PlanRequest, request_id: str, started: float) -> PlanResponse:
+    async def _plan(
+        self, request: PlanRequest, request_id: str, started: float, listener: PlanListener | None
+    ) -> PlanResponse:
         refuse_impossible_budget(request.budget, self.settings.planning)
         deadline = Deadline(self.settings.planning.timeout_seconds, self.clock)
         spend = Spend()
         if self.llm is None:
-            outcome: _Success | _Failure = _Failure("llm_disabled", "no LLM configured", [])
+            outcome: ModelPlan | ModelFailure = ModelFailure(
+                "llm_disabled", "no LLM configured", []
+            )
         else:
-            outcome = await self._plan_with_llm(self.llm, request, deadline, spend)
+            outcome = await self._plan_with_llm(self.llm, request, deadline, spend, None, listener)
 
-        if isinstance(outcome, _Success):
+        if isinstance(outcome, ModelPlan):
             response = assemble_response(
                 draft=outcome.draft,
                 valid=outcome.valid,
@@ -159,13 +133,18 @@ class PlannerArm:
             )
         else:
             response = self._fallback(request, request_id, outcome, spend, started)
-        return response
+        # A streamed answer announced its plan_id before the plan existed.
+        return (
+            response
+            if listener is None
+            else response.model_copy(update={"plan_id": listener.plan_id})
+        )
 
     def _fallback(
         self,
         request: PlanRequest,
         request_id: str,
-        failure: _Failure,
+        failure: ModelFailure,
         spend: Spend,
         started: float,
     ) -> PlanResponse:
@@ -208,14 +187,15 @@ class PlannerArm:
         deadline: Deadline,
         spend: Spend,
         conversation: Conversation | None = None,
-    ) -> _Success | _Failure:
+        listener: PlanListener | None = None,
+    ) -> ModelPlan | ModelFailure:
         # The per-call bounds already keep to the deadline; this catches whatever slips past
         # them (a retry wait, a slow slot), so the fallback still answers in time.
         try:
             async with asyncio.timeout(deadline.remaining()):
-                return await self._ask_models(llm, request, deadline, spend, conversation)
+                return await self._ask_models(llm, request, deadline, spend, conversation, listener)
         except TimeoutError:
-            return _Failure("deadline", "the request deadline passed", [])
+            return ModelFailure("deadline", "the request deadline passed", [])
 
     def _models_after(self, llm: GuardedLLM, chain: Sequence[str], index: int) -> int:
         """How many later models of the chain could still be asked (circuit not open)."""
@@ -228,7 +208,8 @@ class PlannerArm:
         deadline: Deadline,
         spend: Spend,
         conversation: Conversation | None = None,
-    ) -> _Success | _Failure:
+        listener: PlanListener | None = None,
+    ) -> ModelPlan | ModelFailure:
         if conversation is None:
             budget_rule = describe_budget(request.budget)
             user = user_prompt(request.goal, request.constraints, request.context, budget_rule)
@@ -238,7 +219,7 @@ class PlannerArm:
             first_messages, read_answer = conversation.messages, conversation.read
         max_calls = self.settings.retry.max_llm_calls
         chain = self.settings.model.chain
-        failure = _Failure("call_budget", "no LLM call was made", [])
+        failure = ModelFailure("call_budget", "no LLM call was made", [])
         for index, model in enumerate(chain):
             messages: list[Message] = first_messages
             repairs_left = self.settings.retry.repairs_per_model
@@ -249,10 +230,10 @@ class PlannerArm:
                 if budget < _MIN_CALL_SECONDS:
                     if models_after:
                         break  # what is left is kept for the next model
-                    return _Failure("deadline", "the request deadline passed", failure.errors)
+                    return ModelFailure("deadline", "the request deadline passed", failure.errors)
                 if not spend_allows(model, messages, spend, request.budget, self.settings):
                     detail = "the next call would pass budget.max_llm_usd"
-                    return _Failure("spend_budget", detail, failure.errors)
+                    return ModelFailure("spend_budget", detail, failure.errors)
                 try:
                     completion = await llm.call(
                         model,
@@ -261,9 +242,10 @@ class PlannerArm:
                         spend,
                         budget=budget,
                         min_call_seconds=_MIN_CALL_SECONDS,
+                        sink=listener,
                     )
                 except CallSkipped as skip:
-                    failure = _Failure(skip.reason, f"{model}: {skip.reason}", [])
+                    failure = ModelFailure(skip.reason, f"{model}: {skip.reason}", [])
                     if skip.reason == "saturated":
                         return failure  # every model shares the slots: no point moving on
                     break
@@ -271,7 +253,7 @@ class PlannerArm:
                     self.log.info(
                         "llm_call_failed", model=model, error=error.code, detail=error.detail
                     )
-                    failure = _Failure("llm_unavailable", f"{model}: {error}", [])
+                    failure = ModelFailure("llm_unavailable", f"{model}: {error}", [])
                     retries += 1
                     decision = self.policy.decide(error, retries)
                     if decision.next is Next.NEXT_MODEL or spend.calls >= max_calls:
@@ -286,18 +268,18 @@ class PlannerArm:
                         # A long Retry-After, or a backoff the deadline cannot hold: this
                         # model is done for this request, the next one may still answer.
                         if not isinstance(error, LLMRateLimited):
-                            failure = _Failure("deadline", failure.detail, [])
+                            failure = ModelFailure("deadline", failure.detail, [])
                         break
                     self.metrics.retries.labels(decision.reason).inc()
                     if not await self.policy.wait(decision.wait, deadline):
                         reason = (
                             "llm_unavailable" if isinstance(error, LLMRateLimited) else "deadline"
                         )
-                        return _Failure(reason, failure.detail, [])
+                        return ModelFailure(reason, failure.detail, [])
                     continue
 
                 try:
-                    return _Success(model, *read_answer(completion))
+                    return ModelPlan(model, *read_answer(completion))
                 except (PlanParseError, PlanInvalid) as problem:
                     errors = getattr(problem, "errors", [problem.detail])
                     self.metrics.parse_failures.labels(problem.code).inc()
@@ -305,14 +287,14 @@ class PlannerArm:
                         "plan_answer_rejected", model=model, error=problem.code, errors=errors
                     )
                     # The problems go in `errors` alone, so a 502 lists each of them once.
-                    failure = _Failure("invalid_plan", f"{model}: {problem.code}", errors)
+                    failure = ModelFailure("invalid_plan", f"{model}: {problem.code}", errors)
                     if repairs_left <= 0:
                         break
                     repairs_left -= 1
                     self.metrics.retries.labels("repair_prompt").inc()
                     messages = with_repair(first_messages, completion.content, errors)
         if spend.calls >= max_calls and failure.reason == "call_budget":
-            failure = _Failure("call_budget", "the LLM call budget was spent", [])
+            failure = ModelFailure("call_budget", "the LLM call budget was spent", [])
         return failure
 
     def _read_answer(
@@ -332,5 +314,5 @@ class PlannerArm:
         """The attempt loop (retries, a repair prompt, the model chain) for another kind of
         request, within `deadline`; a ModelFailure when no usable answer came."""
         if self.llm is None:
-            return _Failure("llm_disabled", "no LLM configured", [])
+            return ModelFailure("llm_disabled", "no LLM configured", [])
         return await self._plan_with_llm(self.llm, request, deadline, spend, conversation)

@@ -1,0 +1,160 @@
+"""Cuts step objects out of a plan answer while the model is still writing it.
+
+`StepCutter.feed(chunk)` returns each step object of the plan's step list (under `plan`,
+`steps` or another step-list key, or a bare top-level list) whose closing brace is in the
+chunk, decoded. Each character is looked at once: the cutter keeps its place in the JSON
+(container stack, string and escape state) between chunks and holds only the text of the
+step being written, so the cost of a chunk grows with the chunk, never with the answer. Text
+before the first `{` or `[` (a code fence, a sentence) is skipped; text after the top-level
+value has closed is ignored. A step that is not valid JSON on its own is skipped (the final
+pipeline reads the whole answer, more tolerantly).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from planner_arm.pipeline.field_names import STEP_LIST_KEYS, normalised_key
+
+# Outside a string only these characters change the cutter's state.
+_STRUCTURE = re.compile(r'[{}\[\]":]')
+# Inside a string, only the end of it or an escape.
+_STRING_STOP = re.compile(r'["\\]')
+# A key longer than this is not a step-list key: stop collecting its text.
+_MAX_KEY_CHARS = 40
+
+
+class StepCutter:
+    """One answer's incremental reader; feed it the answer's text in order, chunk by chunk."""
+
+    def __init__(self, step_list_keys: tuple[str, ...] = STEP_LIST_KEYS) -> None:
+        self._keys = frozenset(step_list_keys)
+        self._stack: list[str] = []  # "{" and "[" of the open containers
+        self._in_string = False
+        self._escape = False  # the last character read was a backslash inside a string
+        self._string_parts: list[str] = []  # the current string's text, while short
+        self._string_length = 0
+        self._last_string: str | None = None  # the last string closed: a key when ":" follows
+        self._key: str | None = None  # the key whose value comes next
+        self._steps_depth: int | None = None  # stack depth inside the step list
+        self._step_parts: list[str] = []  # the text of the step being written
+        self._started = False
+        self._done = False
+        self.steps_seen = 0
+
+    @property
+    def done(self) -> bool:
+        """The top-level value has closed: nothing more will come out."""
+        return self._done
+
+    def feed(self, chunk: str) -> list[Any]:
+        """The step objects completed by `chunk`, decoded, in order."""
+        found: list[Any] = []
+        position = 0
+        length = len(chunk)
+        step_start = 0 if self._in_step() else -1
+        while position < length and not self._done:
+            if self._in_string:
+                position = self._read_string(chunk, position)
+                continue
+            match = _STRUCTURE.search(chunk, position)
+            if match is None:
+                break
+            position = match.end()
+            char = match.group()
+            if char == '"':
+                self._open_string(chunk, position)
+            elif char == ":":
+                self._key = self._last_string
+            elif char in "{[":
+                if not self._started:
+                    self._started = True
+                opens_step = (
+                    char == "{"
+                    and self._steps_depth is not None
+                    and len(self._stack) == self._steps_depth
+                )
+                self._open(char)
+                if opens_step:
+                    step_start = position - 1
+                    self._step_parts = []
+            elif self._started:  # "}" or "]"
+                depth = self._steps_depth
+                closes_step = char == "}" and depth is not None and len(self._stack) == depth + 1
+                self._close()
+                if closes_step and step_start >= 0:
+                    self._step_parts.append(chunk[step_start:position])
+                    step = self._decode_step()
+                    if step is not None:
+                        found.append(step)
+                    step_start = -1
+        if step_start >= 0 and self._in_step():
+            self._step_parts.append(chunk[step_start:])
+        return found
+
+    def _in_step(self) -> bool:
+        return self._steps_depth is not None and len(self._stack) > self._steps_depth
+
+    def _open(self, char: str) -> None:
+        key, self._key = self._key, None
+        if self._steps_depth is None:
+            bare_list = char == "[" and not self._stack
+            keyed = char == "[" and key is not None and normalised_key(key) in self._keys
+            if bare_list or keyed:
+                self._steps_depth = len(self._stack) + 1
+        self._stack.append(char)
+
+    def _close(self) -> None:
+        self._key = None
+        if not self._stack:
+            return
+        self._stack.pop()
+        if self._steps_depth is not None and len(self._stack) < self._steps_depth:
+            self._steps_depth = -1  # the step list has closed; later lists are not steps
+        if not self._stack:
+            self._done = True
+
+    def _open_string(self, chunk: str, position: int) -> None:
+        if not self._started:
+            return  # a quote in the prose before the JSON
+        self._in_string = True
+        self._key = None
+        self._string_parts = []
+        self._string_length = 0
+
+    def _read_string(self, chunk: str, position: int) -> int:
+        """Reads string text from `position`; returns where reading goes on."""
+        if self._escape:
+            self._escape = False
+            self._keep(chunk[position : position + 1])
+            return position + 1
+        match = _STRING_STOP.search(chunk, position)
+        end = match.start() if match else len(chunk)
+        self._keep(chunk[position:end])
+        if match is None:
+            return end
+        if match.group() == "\\":
+            self._escape = True
+            self._keep("\\")
+            return end + 1
+        self._in_string = False
+        self._last_string = "".join(self._string_parts) if self._string_length else ""
+        if self._string_length > _MAX_KEY_CHARS:
+            self._last_string = None
+        return end + 1
+
+    def _keep(self, text: str) -> None:
+        if self._string_length <= _MAX_KEY_CHARS:
+            self._string_parts.append(text)
+        self._string_length += len(text)
+
+    def _decode_step(self) -> Any:
+        text = "".join(self._step_parts)
+        self._step_parts = []
+        self.steps_seen += 1
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None

@@ -1,0 +1,52 @@
+"""What the attempt loop answers with: the model's plan or why there is none; and what
+another endpoint (replan) asks the loop, and the models' health."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from planner_arm.llm.client import Completion
+from planner_arm.llm.prompts import Message
+from planner_arm.plan.draft import DraftPlan
+from planner_arm.plan.validation import ValidPlan
+
+
+@dataclass
+class ModelFailure:
+    """Why the model produced no plan, for the fallback metric and the 5xx mapping."""
+
+    # llm_disabled | llm_unavailable | invalid_plan | deadline | call_budget | circuit_open
+    # | saturated | spend_budget
+    reason: str
+    detail: str
+    errors: list[str]
+
+
+@dataclass
+class ModelPlan:
+    model: str
+    draft: DraftPlan
+    valid: ValidPlan
+
+
+# What another endpoint (replan) asks the same attempt loop: its own first messages, and its
+# own reading of an answer (raising PlanParseError or PlanValidationError for a repair prompt).
+AnswerReader = Callable[[Completion], tuple[DraftPlan, ValidPlan]]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    messages: list[Message]
+    read: AnswerReader
+
+
+@dataclass(frozen=True)
+class ModelHealth:
+    """The models as /health reports them: each circuit, and whether any is not closed."""
+
+    circuits: dict[str, str]
+
+    @property
+    def degraded(self) -> bool:
+        return any(state != "closed" for state in self.circuits.values())
