@@ -4,6 +4,7 @@ service reads, the limits in force, and the arms this service answers with."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -39,6 +40,8 @@ OPERATIONS = {
     ("/capabilities", "get"): ("getCapabilities", {"200", "422", "500"}),
     ("/metrics", "get"): ("getMetrics", {"200", "422", "500"}),
 }
+STREAMED = {"/plan", "/replan"}
+STREAM_TYPES = {"text/event-stream", "application/x-ndjson"}
 OK_MODELS: dict[str, type[BaseModel]] = {
     "/plan": PlanResponse,
     "/replan": PlanResponse,
@@ -67,7 +70,21 @@ async def test_every_status_of_every_operation_has_an_example() -> None:
         assert set(responses) == statuses, path
         for status, response in responses.items():
             assert response["description"], (path, status)
-            (content,) = response["content"].values()
+            contents = response["content"]
+            if path in STREAMED and status == "200":
+                # The same answer as a stream of events: its last event's data is the plan.
+                assert set(contents) == {"application/json", *STREAM_TYPES}, path
+                sse = contents["text/event-stream"]["example"]
+                last = sse.strip().split("\n\n")[-1].split("\n")
+                assert last[0] == "event: plan"
+                assert (
+                    json.loads(last[1].removeprefix("data: "))
+                    == contents["application/json"]["example"]
+                )
+                ndjson = contents["application/x-ndjson"]["example"].splitlines()
+                assert [json.loads(line)["event"] for line in ndjson][-1] == "plan"
+                contents = {"application/json": contents["application/json"]}
+            (content,) = contents.values()
             example = content["example"]
             if status != "200":
                 ErrorResponse.model_validate(example)  # the one error shape, examples too

@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from planner_arm.api import openapi_examples as examples
-from planner_arm.api.openapi_docs import PLAN_RESPONSES, error_doc, header_parameter, ok_doc
+from planner_arm.api.openapi_docs import (
+    PLAN_RESPONSES,
+    error_doc,
+    header_parameter,
+    ok_doc,
+    streamed_ok_doc,
+)
 
 MAX_IDEMPOTENCY_KEY_CHARS = 255
 
@@ -62,7 +68,7 @@ PLAN_WITH_KEY_RESPONSES[422] = {
 
 REPLAN_RESPONSES = _with(
     PLAN_WITH_KEY_RESPONSES,
-    s200=ok_doc(
+    s200=streamed_ok_doc(
         "The revised plan: finished steps kept as they were, `diff` says what changed.",
         examples.REPLAN,
     ),

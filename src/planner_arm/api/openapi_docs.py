@@ -8,6 +8,7 @@ app's settings: the security schemes and the enum of configured arms.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -93,6 +94,27 @@ def ok_doc(description: str, example: Any) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"example": example}}}
 
 
+def streamed_ok_doc(description: str, example: dict[str, Any]) -> dict[str, Any]:
+    """A plan answer that can also come as a stream of events, chosen by the Accept header."""
+    step = example["plan"][0]
+    started = {"plan_id": example["plan_id"], "request_id": examples.REQUEST_ID, "model": "m"}
+    events = [("plan.started", started), ("step", step), ("plan", example)]
+    sse = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
+    ndjson = "".join(json.dumps({"event": name, "data": data}) + "\n" for name, data in events)
+    text = {"schema": {"type": "string"}}
+    return {
+        "description": description
+        + " With `Accept: text/event-stream` (or `application/x-ndjson`): the events "
+        "plan.started, one `step` per checked step, `plan.reset` when sent steps are "
+        "withdrawn, and one final `plan` whose data is this answer.",
+        "content": {
+            "application/json": {"example": example},
+            "text/event-stream": {**text, "example": sse},
+            "application/x-ndjson": {**text, "example": ndjson},
+        },
+    }
+
+
 _INVALID_HEADER = error_doc(
     "The X-Request-ID header breaks the request-id rules; `errors` says how.",
     "invalid_request",
@@ -112,7 +134,7 @@ _INTERNAL = error_doc(
 )
 
 PLAN_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: ok_doc("A valid, executable plan.", examples.PLAN),
+    200: streamed_ok_doc("A valid, executable plan.", examples.PLAN),
     401: error_doc(
         "API keys are configured and the request carries none, or a wrong one "
         "(`WWW-Authenticate: Bearer`).",
