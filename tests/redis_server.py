@@ -10,10 +10,12 @@ the Debian package `redis-server`).
 from __future__ import annotations
 
 import os
+import selectors
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -64,26 +66,42 @@ class RedisServer:
         for _ in range(3):
             self.port = _free_port()
             args = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
-            args += ["--appendonly", "no", "--dir", str(self.directory), "--loglevel", "warning"]
+            # At "notice", the server logs the line that says it is ready; the start waits for
+            # that line instead of polling the port.
+            args += ["--appendonly", "no", "--dir", str(self.directory), "--loglevel", "notice"]
             args += self.extra_args
             self.process = subprocess.Popen(
-                [binary, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                [binary, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
             if self._wait_until_ready():
                 return self
         raise RuntimeError(f"redis-server did not start within {START_SECONDS} s")
 
     def _wait_until_ready(self) -> bool:
+        """Reads the server's log until it says it accepts connections (or it exits)."""
         assert self.process is not None
+        assert self.process.stdout is not None
         give_up_at = time.monotonic() + START_SECONDS
-        while time.monotonic() < give_up_at:
-            if self.process.poll() is not None:
-                return False
-            if _answers_ping(self.port):
-                return True
-            time.sleep(0.01)  # polling a starting process; bounded by START_SECONDS
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            while (left := give_up_at - time.monotonic()) > 0:
+                if not selector.select(timeout=left):
+                    break
+                line = self.process.stdout.readline()
+                if not line:  # the server exited (the port was taken): try another
+                    return False
+                if b"Ready to accept connections" in line:
+                    # Its log is not read any more: discard it, so the server never blocks.
+                    threading.Thread(target=self._drain, daemon=True).start()
+                    return _answers_ping(self.port)
         self.stop()
         return False
+
+    def _drain(self) -> None:
+        assert self.process is not None
+        assert self.process.stdout is not None
+        for _ in self.process.stdout:
+            pass
 
     def pause(self) -> None:
         """Freeze the server (SIGSTOP): it keeps its socket but answers nothing."""
