@@ -9,14 +9,13 @@ service does all the waiting (timeouts, backoff, Retry-After, cooldown); the tes
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
-from test_server_process import free_port, start_service
+from test_server_process import free_port, start_service, stop_services
 
 from invariants import assert_valid_plan
 from stub_llm import Drip, Drop, Hang, Reply, Slow, Status, StubLLM
@@ -79,14 +78,7 @@ def serve(stub: StubLLM) -> Iterator[Serve]:
     try:
         yield start
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_services(processes)
 
 
 def plan(

@@ -39,6 +39,18 @@ def free_port() -> int:
         return port
 
 
+def stop_services(processes: list[subprocess.Popen[str]]) -> None:
+    """SIGTERM to every service at once (their drains overlap), then wait; kill a straggler."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def start_service(
     port: int, env: dict[str, str]
 ) -> tuple[subprocess.Popen[str], queue.Queue[str], threading.Thread]:

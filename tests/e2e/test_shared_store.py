@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from test_server_process import free_port, start_service
+from test_server_process import free_port, start_service, stop_services
 
 from error_shape import assert_error_body
 from invariants import assert_valid_plan
@@ -86,14 +86,7 @@ def replicas(stub: StubLLM) -> Iterator[Replicas]:
     try:
         yield start
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_services(processes)
 
 
 def post(url: str, path: str, body: dict[str, Any], key: str | None = None) -> httpx.Response:

@@ -7,16 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from planner_arm.plan.draft import repair
+from planner_arm.plan.schemas import PlanStep
 
-_FIELDS = (
-    "step",
-    "action",
-    "required_arm",
-    "acceptance_criteria",
-    "depends_on",
-    "estimated_cost_tier",
-    "estimated_duration_seconds",
-)
+# The fields of a /plan step: anything else in an edited step is noted and ignored.
+_FIELDS = frozenset(PlanStep.model_fields)
 
 
 @dataclass(frozen=True)
