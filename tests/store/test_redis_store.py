@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 import redis
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from conftest import FakeClock
 from planner_arm.clock import Deadline
@@ -18,6 +21,7 @@ from planner_arm.config import load_settings
 from planner_arm.errors import StoreUnavailable
 from planner_arm.store.base import Claimed, InProgress, PlanStore, Replay
 from planner_arm.store.factory import build_store
+from planner_arm.store.redis_backend import RedisStore
 from redis_server import RedisServer
 
 ANSWER = {"plan_id": "p-1", "version": 1}
@@ -189,11 +193,42 @@ async def test_a_frozen_redis_times_out_then_recovers(
     await store.put_plan("p-1", {"response": ANSWER})
     own_server.pause()
     try:
-        await every_call_fails_fast(store, within=1.0)
+        # Each command is bounded by twice the socket timeout whatever the client does inside
+        # (reconnect, handshake); a claim may send two commands. Plus scheduling slack.
+        await every_call_fails_fast(store, within=2 * (2 * 0.1) + 0.3)
     finally:
         own_server.resume()
     assert await store.get_plan("p-1") == {"response": ANSWER}
     assert await store.healthy() is True
+    await store.close()
+
+
+async def test_each_command_is_bounded_whatever_the_client_retries(
+    own_server: RedisServer, fake_clock: FakeClock
+) -> None:
+    # A client told to retry five times would wait six socket timeouts (0.6 s) on a frozen
+    # Redis; the store's own bound on each command (0.2 s) holds regardless.
+    client = Redis.from_url(
+        own_server.url, socket_timeout=0.1, socket_connect_timeout=0.1, retry=Retry(NoBackoff(), 5)
+    )
+    store = RedisStore(
+        client,
+        clock=fake_clock.as_clock(),
+        ttl_seconds=60,
+        key_prefix="bounded",
+        poll_interval_seconds=0.05,
+        operation_timeout_seconds=0.2,
+    )
+    await store.put_plan("p-1", {"response": ANSWER})
+    own_server.pause()
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            await store.get_plan("p-1")
+        took = time.monotonic() - started
+    finally:
+        own_server.resume()
+    assert took < 0.2 + 0.25, f"took {took:.2f} s"
     await store.close()
 
 

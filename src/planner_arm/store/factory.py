@@ -25,4 +25,6 @@ def build_store(settings: Settings, clock: Clock) -> PlanStore:
         ttl_seconds=config.ttl_seconds,
         key_prefix=config.key_prefix,
         poll_interval_seconds=config.poll_interval_seconds,
+        # One command and one reconnect, each within the socket timeout.
+        operation_timeout_seconds=2 * config.socket_timeout_seconds,
     )

@@ -10,6 +10,7 @@ a timeout, surfaces as `StoreUnavailable`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from typing import Any
@@ -74,8 +75,12 @@ class RedisStore:
         ttl_seconds: float,
         key_prefix: str,
         poll_interval_seconds: float,
+        operation_timeout_seconds: float,
     ) -> None:
+        """`operation_timeout_seconds` bounds each command whatever the client does inside
+        (a reconnect, a handshake, its own retry): a frozen Redis costs at most that."""
         self._redis = client
+        self._operation_timeout = operation_timeout_seconds
         self._clock = clock
         self._ttl = ttl_seconds
         self._prefix = key_prefix
@@ -161,8 +166,9 @@ class RedisStore:
     async def _run(self, command: Any) -> Any:
         """Await one Redis command; any failure of Redis becomes StoreUnavailable."""
         try:
-            return await command
-        except (RedisError, OSError) as exc:
+            async with asyncio.timeout(self._operation_timeout):
+                return await command
+        except (RedisError, OSError, TimeoutError) as exc:
             # The caller sees the kind of failure; the address and the library's wording stay
             # in the log line of whoever handles it (the chained cause).
             raise StoreUnavailable(
