@@ -10,13 +10,11 @@ the Debian package `redis-server`).
 from __future__ import annotations
 
 import os
-import selectors
 import shutil
 import signal
 import socket
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -49,6 +47,7 @@ class RedisServer:
         self.extra_args = list(extra_args)  # e.g. "--requirepass", "secret"
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
+        self._ready = False
 
     @property
     def url(self) -> str:
@@ -71,37 +70,37 @@ class RedisServer:
             args += ["--appendonly", "no", "--dir", str(self.directory), "--loglevel", "notice"]
             args += self.extra_args
             self.process = subprocess.Popen(
-                [binary, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                [binary, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
             )
             if self._wait_until_ready():
                 return self
         raise RuntimeError(f"redis-server did not start within {START_SECONDS} s")
 
     def _wait_until_ready(self) -> bool:
-        """Reads the server's log until it says it accepts connections (or it exits)."""
+        """Waits until the server's log says it accepts connections (or the server exits).
+
+        A thread reads the log line by line with blocking reads, then keeps draining it so
+        the server never blocks on a full pipe. (Waiting on the pipe with select while
+        reading through Python's buffer can miss a line that arrived in the same chunk as
+        the one before it: the start would then wait out its whole bound.)
+        """
         assert self.process is not None
-        assert self.process.stdout is not None
-        give_up_at = time.monotonic() + START_SECONDS
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.process.stdout, selectors.EVENT_READ)
-            while (left := give_up_at - time.monotonic()) > 0:
-                if not selector.select(timeout=left):
-                    break
-                line = self.process.stdout.readline()
-                if not line:  # the server exited (the port was taken): try another
-                    return False
-                if b"Ready to accept connections" in line:
-                    # Its log is not read any more: discard it, so the server never blocks.
-                    threading.Thread(target=self._drain, daemon=True).start()
-                    return _answers_ping(self.port)
+        self._ready = False
+        settled = threading.Event()
+        threading.Thread(target=self._read_log, args=(settled,), daemon=True).start()
+        if settled.wait(timeout=START_SECONDS) and self._ready and _answers_ping(self.port):
+            return True
         self.stop()
         return False
 
-    def _drain(self) -> None:
+    def _read_log(self, settled: threading.Event) -> None:
         assert self.process is not None
         assert self.process.stdout is not None
-        for _ in self.process.stdout:
-            pass
+        for line in self.process.stdout:
+            if not self._ready and b"Ready to accept connections" in line:
+                self._ready = True
+                settled.set()
+        settled.set()  # the server exited (a taken port, say): the start tries another
 
     def pause(self) -> None:
         """Freeze the server (SIGSTOP): it keeps its socket but answers nothing."""
@@ -122,5 +121,3 @@ class RedisServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=10)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
