@@ -12,13 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 from conftest import make_settings, running_app
-from planner_arm.plan.schemas import (
-    CapabilitiesResponse,
-    ErrorResponse,
-    HealthResponse,
-    PlanResponse,
-    ReadyResponse,
-)
+from planner_arm.plan.schemas import ErrorResponse, PlanResponse
+from planner_arm.plan.service_schemas import CapabilitiesResponse, HealthResponse, ReadyResponse
 from planner_arm.plan.validate_schemas import ValidateResponse
 
 OPERATIONS = {

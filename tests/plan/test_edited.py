@@ -36,13 +36,32 @@ def test_a_valid_plan_comes_back_as_sent_and_answers_in_the_plan_shape() -> None
     check = check_edited_plan(steps(), RULES, RESOLVER)
     assert check.valid
     assert check.errors == []
-    assert [step.model_dump() for step in check.steps or []] == steps()
+    # Sent without `parent` and `input`, the steps come back with them null.
+    assert [step.model_dump(exclude_none=True) for step in check.steps or []] == steps()
+    assert all(step.parent is None and step.input is None for step in check.steps or [])
     body = validated_response(check, request_id="r1", prompt_version="v").model_dump(mode="json")
     assert_valid_plan(body)
     assert body["metadata"]["source"] == "validated"
     assert body["metadata"]["attempts"] == 0
     assert body["estimated_cost"] == {"llm_usd": 0.0, "prompt_tokens": 0, "completion_tokens": 0}
     assert body["parallel_stages"] == [[1], [2, 3], [4]]
+
+
+@pytest.mark.parametrize("fix", [False, True])
+def test_an_edited_step_keeps_its_parent_and_input(fix: bool) -> None:
+    edited = steps()
+    edited[0].update(parent="1", input={"query": "login token expiry"})
+    check = check_edited_plan(edited, RULES, RESOLVER, fix=fix)
+    assert check.valid
+    assert check.steps is not None
+    assert (check.steps[0].parent, check.steps[0].input) == ("1", {"query": "login token expiry"})
+
+
+def test_a_parent_or_input_of_the_wrong_type_is_named() -> None:
+    edited = steps()
+    edited[0]["input"] = "search the code"
+    edited[1]["parent"] = 2
+    assert errors_of(edited) == [("invalid_step", 1), ("invalid_step", 2)]
 
 
 def test_a_replanned_plan_keeps_its_gapped_numbers() -> None:

@@ -31,6 +31,7 @@ from planner_arm.planning.lifecycle import PlanLifecycle
 from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.recorder import PlanRecorder
 from planner_arm.planning.replan import Replanner
+from planner_arm.planning.strategies import StrategyPlanner
 from planner_arm.planning.traffic import TrafficStats
 from planner_arm.store.factory import build_store
 
@@ -73,7 +74,9 @@ def create_app(
         # With Redis every replica answers from one cache; in memory the cache's own LRU is
         # faster than a round trip through the store's JSON records.
         shared = services.store if services.store.kind == "redis" else None
-        services.plans = CachingPlanner(planner, settings, metrics, planner.clock, recorder, shared)
+        services.plans = CachingPlanner(
+            StrategyPlanner(planner), settings, metrics, planner.clock, recorder, shared
+        )
         services.lifecycle = PlanLifecycle(
             planner, services.plans, Replanner(planner), services.store, settings, metrics
         )

@@ -17,12 +17,11 @@ from planner_arm.api.request_context import use_request_id
 from planner_arm.api.state import Services, get_services, service_version
 from planner_arm.errors import NotReady
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE
-from planner_arm.plan.schemas import (
+from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.plan.service_schemas import (
     ArmInfo,
     CapabilitiesResponse,
     HealthResponse,
-    PlanRequest,
-    PlanResponse,
     ReadyResponse,
 )
 from planner_arm.planning.lifecycle import PlanLifecycle

@@ -9,6 +9,7 @@ fixed set, so it can label a metric, and the detail says what was changed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -25,6 +26,9 @@ class DraftStep:
     step: int | None = None
     estimated_cost_tier: int | None = None
     estimated_duration_seconds: int | None = None
+    # Carried to the PlanStep as they are: the node a step details, its arm's input.
+    parent: str | None = None
+    input: dict[str, Any] | None = None
 
 
 @dataclass

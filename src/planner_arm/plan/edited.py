@@ -230,6 +230,8 @@ def _fixed(rows: list[StepRow], rules: PlanRules, warnings: list[str]) -> EditCh
                 step=row.number,
                 estimated_cost_tier=row.cost,
                 estimated_duration_seconds=row.duration,
+                parent=row.parent,
+                input=row.input,
             )
             for row in rows
         ]
@@ -265,6 +267,8 @@ def _as_given(rows: list[StepRow], warnings: list[str]) -> list[PlanStep]:
                 depends_on=deps,
                 estimated_cost_tier=row.cost or MIN_COST_TIER,
                 estimated_duration_seconds=row.duration or MIN_DURATION_SECONDS,
+                parent=row.parent,
+                input=row.input,
             )
         )
     return steps

@@ -41,6 +41,8 @@ class StepRow:
     deps: list[int] | None = None
     cost: int | None = None
     duration: int | None = None
+    parent: str | None = None
+    input: dict[str, Any] | None = None
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -95,6 +97,13 @@ def read_step_row(
             setattr(row, attribute, value)
         elif not (fix and name not in item):  # validate_plan fills in the arm's typical one
             bad(name, "an integer")
+    # Optional: the node a step details, and its arm's input (null or left out when none).
+    for name, kind, wanted in (("parent", str, "a string"), ("input", dict, "an object")):
+        value = item.get(name)
+        if isinstance(value, kind):
+            setattr(row, name, value)
+        elif value is not None:
+            bad(name, f"{wanted} or null")
     return row
 
 

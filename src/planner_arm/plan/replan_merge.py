@@ -324,6 +324,7 @@ def _draft_of(step: PlanStep) -> DraftStep:
     return DraftStep(
         step.action, step.required_arm, list(step.acceptance_criteria), list(step.depends_on),
         step.step, step.estimated_cost_tier, step.estimated_duration_seconds,
+        step.parent, step.input,
     )  # fmt: skip
 
 

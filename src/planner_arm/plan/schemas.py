@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from planner_arm.config_sections import LimitsSettings
+from planner_arm.plan.request_limits import context_depth_exceeds, limited_fields
 
 MAX_REQUEST_ID_CHARS = 128
 REQUEST_ID_PATTERN = r"^[\x20-\x7e]+$"
@@ -31,6 +32,11 @@ RequestId = Annotated[
 
 # validated: an edited plan checked by POST /plan/validate, never planned by a model.
 PlanSource = Literal["llm", "fallback", "cache", "validated"]
+# How deep to plan: one list of steps; phases each expanded into a sub-plan; the next stage
+# only, the rest after the orchestrator reports back through /replan.
+Strategy = Literal["flat", "hierarchical", "iterative"]
+DEFAULT_MAX_DEPTH = 2
+MAX_DEPTH = 3
 
 
 class PlanOptions(BaseModel):
@@ -55,68 +61,7 @@ class Budget(BaseModel):
     )
 
 
-def context_depth_exceeds(value: Any, limit: int) -> bool:
-    """True when objects and lists nest deeper than `limit` (the context object is level 1).
-
-    Iterative, and it stops at the first branch over the limit, so a hostile value costs
-    little.
-    """
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values() if _nests(child))
-        elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item if _nests(child))
-    return False
-
-
-def _nests(value: Any) -> bool:
-    return isinstance(value, dict | list)
-
-
-def _limited_fields(limits: LimitsSettings) -> dict[str, Any]:
-    """The fields whose limits come from config, so the checks and the schema agree."""
-    kib = limits.max_context_bytes / 1024
-    return {
-        "goal": (
-            str,
-            Field(
-                min_length=1,
-                max_length=limits.max_goal_chars,
-                description=f"What to accomplish: not blank, at most {limits.max_goal_chars} "
-                "characters",
-                # Documented for clients; enforced by _goal_not_blank with a clearer message.
-                json_schema_extra={"pattern": r"\S"},
-            ),
-        ),
-        "constraints": (
-            list[str],
-            Field(
-                default_factory=list,
-                max_length=limits.max_constraints,
-                description=f"Rules the plan must respect: at most {limits.max_constraints}, "
-                f"each at most {limits.max_constraint_chars} characters",
-                # Enforced by _constraints_short, which names the constraint that is too long.
-                json_schema_extra={
-                    "items": {"type": "string", "maxLength": limits.max_constraint_chars}
-                },
-            ),
-        ),
-        "context": (
-            dict[str, Any],
-            Field(
-                default_factory=dict,
-                description=f"Anything the planner should know: at most {kib:g} KiB as JSON, "
-                f"nested at most {limits.max_context_depth} levels deep",
-            ),
-        ),
-    }
-
-
-_DEFAULT_FIELDS = _limited_fields(LimitsSettings())
+_DEFAULT_FIELDS = limited_fields(LimitsSettings())
 
 
 class PlanRequest(BaseModel):
@@ -144,6 +89,21 @@ class PlanRequest(BaseModel):
     request_id: RequestId | None = None
     options: PlanOptions = Field(default_factory=PlanOptions)
     budget: Budget | None = None
+    strategy: Strategy = Field(
+        "flat",
+        description="flat: one list of steps; hierarchical: phases, each expanded into a "
+        "sub-plan (see max_depth); iterative: only the steps that can start now",
+    )
+    max_depth: int = Field(
+        DEFAULT_MAX_DEPTH,
+        ge=1,
+        le=MAX_DEPTH,
+        description="hierarchical: levels of the tree (phases are level 1); other strategies "
+        "ignore it",
+    )
+    specialize: bool = Field(
+        False, description="Fill each step's `input`: the typed input of its arm (stage 2)"
+    )
 
     @field_validator("goal")
     @classmethod
@@ -190,7 +150,7 @@ def request_model_for(
     so the checks and the OpenAPI schema agree."""
     if limits == base.limits:
         return base
-    model = create_model(base.__name__, __base__=base, **_limited_fields(limits))
+    model = create_model(base.__name__, __base__=base, **limited_fields(limits))
     model.limits = limits
     return model
 
@@ -205,6 +165,16 @@ class PlanStep(BaseModel):
     depends_on: list[int] = Field(default_factory=list, description="Prerequisite steps")
     estimated_cost_tier: int = Field(1, ge=1, le=5)
     estimated_duration_seconds: int = Field(30, ge=1)
+    parent: str | None = Field(
+        None,
+        description="The tree node (hierarchical) or the replaced step (/plan/expand) this "
+        "step details; null for a step planned at the top level",
+    )
+    input: dict[str, Any] | None = Field(
+        None,
+        description="Stage 2: the input of the step's arm, valid against that arm's "
+        "input_schema in /capabilities; null until specialised",
+    )
 
 
 class EstimatedCost(BaseModel):
@@ -245,6 +215,19 @@ class PlanDiff(BaseModel):
     added: list[int] = Field(description="New steps, numbered above the previous plan's")
 
 
+class PlanTreeNode(BaseModel):
+    """One node of a hierarchical plan: a phase or sub-task, or a primitive step of `plan`."""
+
+    id: str = Field(description='A path: "2" is the second phase, "2.3" its third sub-task')
+    action: str
+    required_arm: str
+    step: int | None = Field(
+        description="The number of this node's step in `plan`; null for "
+        "a node that was expanded into children"
+    )
+    children: list[PlanTreeNode] = Field(default_factory=list)
+
+
 class PlanResponse(BaseModel):
     """Complete execution plan."""
 
@@ -265,6 +248,15 @@ class PlanResponse(BaseModel):
     parent_plan_id: str | None = Field(None, description="The plan this one replans, if any")
     replan_count: int = Field(0, ge=0, description="Replans in this plan's chain so far")
     diff: PlanDiff | None = Field(None, description="A replan's changes; null on /plan")
+    strategy: Strategy = Field("flat", description="The strategy this plan was made with")
+    complete: bool = Field(
+        True,
+        description="False for an iterative plan that holds only the next stage: run it, "
+        "then /replan with the steps' states for the next one",
+    )
+    tree: list[PlanTreeNode] | None = Field(
+        None, description="hierarchical: the phases and their sub-tasks; null otherwise"
+    )
 
 
 class ErrorItem(BaseModel):
@@ -290,55 +282,4 @@ class ErrorResponse(BaseModel):
     figures: dict[str, int | float] | None = Field(
         None,
         description="budget_exceeded: each limit and the value of the smallest plan found",
-    )
-
-
-class HealthResponse(BaseModel):
-    status: Literal["healthy"]
-    version: str
-    model: str
-    timestamp: str
-    uptime_seconds: float
-    llm: Literal["configured", "degraded", "disabled"] = Field(
-        description="degraded: some model's circuit is open, so it is being skipped"
-    )
-    store: Literal["memory", "redis", "degraded"] = Field(
-        "memory", description="Where plans are kept; degraded: Redis does not answer now"
-    )
-    circuits: dict[str, str] = Field(
-        description="Circuit state per model: closed, half_open or open"
-    )
-
-
-class ReadyResponse(BaseModel):
-    status: Literal["ready", "starting", "stopping"]
-
-
-class ArmInfo(BaseModel):
-    id: str
-    capabilities: list[str]
-    description: str
-
-
-class CapabilitiesResponse(BaseModel):
-    arm_id: Literal["planner"]
-    capabilities: list[str]
-    cost_tier: int
-    average_latency_ms: float = Field(
-        description="Mean latency of the recent plan requests that were planned (by the model "
-        "or the fallback); repeats from the cache are left out"
-    )
-    model_latency_ms: float | None = Field(
-        description="Mean latency of the recent plans the model made; null until one is made"
-    )
-    success_rate: float = Field(ge=0, le=1)
-    measured: bool = Field(description="False until this process has served a plan request")
-    plans_by_source: dict[str, int]
-    arms: list[ArmInfo]
-    min_steps: int
-    max_steps: int
-    models: list[str]
-    llm: Literal["configured", "disabled"]
-    timeout_seconds: float = Field(
-        description="The planning deadline: a plan request is answered within about this long"
     )

@@ -163,6 +163,8 @@ def validate_plan(draft: DraftPlan, rules: PlanRules) -> ValidPlan:
             depends_on=sorted(number_of[dep] for dep in work[pos].deps),
             estimated_cost_tier=work[pos].cost,
             estimated_duration_seconds=work[pos].duration,
+            parent=draft.steps[pos].parent,
+            input=draft.steps[pos].input,
         )
         for new, pos in enumerate(order, 1)
     ]

@@ -15,7 +15,7 @@ import hashlib
 import json
 import uuid
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Protocol
 
 from planner_arm.clock import Clock
 from planner_arm.config import Settings
@@ -24,7 +24,6 @@ from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
 from planner_arm.planning.listener import PlanListener
-from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.recorder import PlanRecorder
 from planner_arm.planning.store_failures import note_store_failure
 from planner_arm.store.base import PlanStore
@@ -56,6 +55,11 @@ def request_key(request: PlanRequest, fingerprint: str) -> str:
     ]
     if request.budget is not None:  # appended only when given: other requests keep their key
         material.append(request.budget.model_dump(mode="json"))
+    depth: dict[str, Any] = {"strategy": request.strategy, "specialize": request.specialize}
+    if request.strategy == "hierarchical":
+        depth["max_depth"] = request.max_depth
+    if depth != {"strategy": "flat", "specialize": False}:  # likewise, only when asked
+        material.append(depth)
     encoded = json.dumps(material, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(encoded.encode()).hexdigest()
 
@@ -90,6 +94,14 @@ class PlanCache:
             self._entries.popitem(last=False)
 
 
+class Planner(Protocol):
+    """Whoever makes a plan for the cache: the strategies, or the planner itself."""
+
+    async def plan(
+        self, request: PlanRequest, request_id: str, listener: PlanListener | None = None
+    ) -> PlanResponse: ...
+
+
 class CachingPlanner:
     """What the endpoint calls: cache, then single flight, then the planner.
 
@@ -99,7 +111,7 @@ class CachingPlanner:
 
     def __init__(
         self,
-        planner: PlannerArm,
+        planner: Planner,
         settings: Settings,
         metrics: PlannerMetrics,
         clock: Clock,
