@@ -393,6 +393,13 @@ async def test_health_never_calls_the_llm(chat_route: respx.Route) -> None:
     assert TEST_KEY not in response.text
 
 
+async def test_health_names_no_model_when_none_is_configured() -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        body = (await client.get("/health")).json()
+    assert body["llm"] == "disabled"
+    assert body["model"] is None
+
+
 async def test_ready_follows_the_lifespan() -> None:
     from planner_arm.api.app import create_app
 

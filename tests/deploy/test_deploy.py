@@ -305,6 +305,20 @@ def test_api_key_comes_from_an_optional_secret() -> None:
     assert "value" not in ENV["OPENAI_API_KEY"]
     ref = ENV["OPENAI_API_KEY"]["valueFrom"]["secretKeyRef"]
     assert ref == {"name": "llm-credentials", "key": "openai-api-key", "optional": True}
+
+
+def test_the_services_own_api_keys_come_from_an_optional_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert "value" not in ENV["PLANNER_API_KEYS"]
+    ref = ENV["PLANNER_API_KEYS"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "planner-api-keys", "key": "keys", "optional": True}
+    # The variable is the one the service reads: a Secret value "k1,k2" turns the keys on.
+    monkeypatch.setenv("PLANNER_API_KEYS", "k1,k2")
+    assert [key.get_secret_value() for key in load_settings().auth.api_keys] == ["k1", "k2"]
+
+
+def test_the_pod_asks_for_modest_resources() -> None:
     assert CONTAINER["resources"] == {
         "requests": {"cpu": "200m", "memory": "256Mi"},
         "limits": {"cpu": "500m", "memory": "512Mi"},

@@ -99,7 +99,8 @@ async def health(services: ServicesDep) -> HealthResponse:
     return HealthResponse(
         status="healthy",
         version=service_version(),
-        model=services.settings.model.name,
+        # No model configured: null, not the name of a model nobody calls.
+        model=services.settings.model.name if services.settings.llm_enabled else None,
         timestamp=datetime.now(UTC).isoformat(),
         uptime_seconds=round(time.monotonic() - services.started_at, 3),
         llm=services.llm_status(),

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 class HealthResponse(BaseModel):
     status: Literal["healthy"]
     version: str
-    model: str
+    model: str | None = Field(description="The first model of the chain; null with no model")
     timestamp: str
     uptime_seconds: float
     llm: Literal["configured", "degraded", "disabled"] = Field(
