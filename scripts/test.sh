@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 # The Redis store's tests run against a real redis-server (the Debian package).
 if ! command -v redis-server >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
+    echo "test: installing redis-server (the Debian package) for the Redis store's tests" >&2
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
     $sudo apt-get update -qq
@@ -15,6 +16,7 @@ if ! command -v redis-server >/dev/null 2>&1; then
   fi
 fi
 bash scripts/setup.sh dev
+echo "test: lint, format check, type check, then the test suite" >&2
 .venv/bin/ruff check src tests benchmarks scripts
 .venv/bin/ruff format --check src tests benchmarks scripts
 .venv/bin/mypy
