@@ -262,7 +262,10 @@ async def test_no_key_serves_the_rule_based_planner(chat_route: respx.Route) -> 
     assert_valid_plan(body)
     assert body["metadata"]["source"] == "fallback"
     assert body["metadata"]["attempts"] == 0
-    assert body["metadata"]["warnings"] == []
+    # The answer says why the rules answered.
+    [warning] = body["metadata"]["warnings"]
+    assert warning["code"] == "fallback_used"
+    assert warning["detail"].startswith("llm_disabled: no model is configured")
     assert "Constraint" in " ".join(body["plan"][-1]["acceptance_criteria"]) or any(
         "No schema change" in c for c in body["plan"][-1]["acceptance_criteria"]
     )
@@ -490,12 +493,14 @@ async def test_logs_one_line_per_plan_and_never_the_key(
     assert plans[0]["request_id"] == "log-1"
     assert plans[0]["goal"] == long_goal[:100]
     assert plans[0]["source"] == "fallback"
+    assert plans[0]["fallback_reason"] == "llm_unavailable"
     assert plans[0]["attempts"] == 1
     assert plans[0]["steps"] >= 3
     assert "duration_ms" in plans[0]
     failed = [line for line in lines if line["event"] == "llm_call_failed"]
     assert failed
     assert failed[0]["error"] == "auth_failed"
+    assert failed[0]["level"] == "warning"  # a model that fails is an operator's concern
 
 
 async def test_raw_answer_is_logged_only_at_debug(
@@ -510,14 +515,19 @@ async def test_raw_answer_is_logged_only_at_debug(
         assert ("token expiry check" in logged) is expected, level
 
 
-async def test_health_reports_open_circuits(chat_route: respx.Route, fake_clock: FakeClock) -> None:
+async def test_health_reports_open_circuits(
+    chat_route: respx.Route, fake_clock: FakeClock, capsys: pytest.CaptureFixture[str]
+) -> None:
     chat_route.return_value = httpx.Response(503, json={})
-    settings = make_settings(circuit={"consecutive_failures": 3})
+    settings = make_settings(circuit={"consecutive_failures": 3}, server={"log_format": "json"})
     async with running_app(settings, fake_clock) as client:
         before = (await client.get("/health")).json()
         await client.post("/plan", json=GOAL)
         after = (await client.get("/health")).json()
         metrics = (await client.get("/metrics")).text
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line]
+    opened = [line for line in lines if line["event"] == "circuit_opened"]
+    assert [(line["model"], line["level"]) for line in opened] == [("gpt-3.5-turbo", "warning")]
     assert before["llm"] == "configured"
     assert before["circuits"] == {"gpt-3.5-turbo": "closed"}
     assert after["llm"] == "degraded"

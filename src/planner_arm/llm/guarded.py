@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+import structlog
+
 from planner_arm.clock import Clock, Deadline
 from planner_arm.config import Settings
 from planner_arm.errors import LLMError, LLMRateLimited, LLMRejected, LLMTransientError
@@ -48,6 +50,7 @@ class GuardedLLM:
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
+        self._log = structlog.get_logger("planner_arm.llm.guarded").bind()
         self._breakers = CircuitBreakers(
             settings.model.chain, settings.circuit, clock, self._circuit_changed
         )
@@ -58,8 +61,15 @@ class GuardedLLM:
         self._slots = asyncio.Semaphore(settings.connection.max_in_flight)
 
     def _circuit_changed(self, model: str, state: CircuitState) -> None:
+        # An operator wants to see a model go out of service and come back in the logs, not
+        # only in a gauge: opening is a warning, the probe and the recovery are news.
         if state is CircuitState.OPEN:
             self._metrics.circuit_opened.labels(model).inc()
+            self._log.warning("circuit_opened", model=model)
+        elif state is CircuitState.HALF_OPEN:
+            self._log.info("circuit_half_open", model=model)
+        else:
+            self._log.info("circuit_closed", model=model)
 
     def circuits(self) -> dict[str, str]:
         """Each model's circuit as a caller would find it now: closed, half_open or open."""

@@ -11,6 +11,9 @@ from planner_arm.llm.prompts import Message
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.validation import ValidPlan
 
+# Why a plan came from the rules when no model is configured, in the answer's warning.
+NO_MODEL_DETAIL = "no model is configured (set OPENAI_API_KEY or OPENAI_BASE_URL to use one)"
+
 
 @dataclass
 class ModelFailure:

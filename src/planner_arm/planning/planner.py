@@ -43,6 +43,7 @@ from planner_arm.planning.budget_fit import budgeted_fallback
 from planner_arm.planning.call_budget import CallBudget
 from planner_arm.planning.listener import PlanListener
 from planner_arm.planning.outcomes import (
+    NO_MODEL_DETAIL,
     AnswerReader,
     Conversation,
     ModelFailure,
@@ -113,9 +114,7 @@ class PlannerArm:
         deadline = Deadline(self.settings.planning.timeout_seconds, self.clock)
         spend = Spend()
         if self.llm is None:
-            outcome: ModelPlan | ModelFailure = ModelFailure(
-                "llm_disabled", "no LLM configured", []
-            )
+            outcome: ModelPlan | ModelFailure = ModelFailure("llm_disabled", NO_MODEL_DETAIL, [])
         else:
             outcome = await self._plan_with_llm(self.llm, request, deadline, spend, None, listener)
 
@@ -155,8 +154,8 @@ class PlannerArm:
             }.get(failure.reason, "llm_unavailable")
             raise PlanningFailed(failure.detail, code=code, errors=failure.errors)
         self.metrics.fallbacks.labels(failure.reason).inc()
-        if failure.reason != "llm_disabled":
-            spend.warn_once(f"fallback_used: {failure.reason}: {failure.detail}")
+        # With no model at all the answer says so too: a caller should not have to guess.
+        spend.warn_once(f"fallback_used: {failure.reason}: {failure.detail}")
         # Raises BudgetExceeded (422) when not even the smallest rule-based plan fits.
         draft, valid = budgeted_fallback(
             request.goal,
@@ -250,7 +249,7 @@ class PlannerArm:
                         return failure  # every model shares the slots: no point moving on
                     break
                 except LLMError as error:
-                    self.log.info(
+                    self.log.warning(
                         "llm_call_failed", model=model, error=error.code, detail=error.detail
                     )
                     failure = ModelFailure("llm_unavailable", f"{model}: {error}", [])
@@ -314,5 +313,5 @@ class PlannerArm:
         """The attempt loop (retries, a repair prompt, the model chain) for another kind of
         request, within `deadline`; a ModelFailure when no usable answer came."""
         if self.llm is None:
-            return ModelFailure("llm_disabled", "no LLM configured", [])
+            return ModelFailure("llm_disabled", NO_MODEL_DETAIL, [])
         return await self._plan_with_llm(self.llm, request, deadline, spend, conversation)

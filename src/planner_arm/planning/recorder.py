@@ -50,6 +50,8 @@ class PlanRecorder:
             "repairs": len(meta.repairs),
             "duration_ms": meta.latency_ms,
         }
+        if meta.source == "fallback":  # why the rules answered, without reading the body
+            fields["fallback_reason"] = _fallback_reason(response)
         if meta.cached_plan_id is not None:
             fields["cached_plan_id"] = meta.cached_plan_id
         if response.parent_plan_id is not None:  # a replan: where it sits in its chain
@@ -59,3 +61,11 @@ class PlanRecorder:
     def failed(self, latency_ms: float) -> None:
         """A plan request answered with an error instead of a plan (the fallback is off)."""
         self.stats.record_failure(latency_ms)
+
+
+def _fallback_reason(response: PlanResponse) -> str | None:
+    """The reason of the answer's `fallback_used` warning (its detail opens with it)."""
+    for note in response.metadata.warnings:
+        if note.code == "fallback_used":
+            return note.detail.split(":", 1)[0].strip()
+    return None
