@@ -295,6 +295,7 @@ async def test_without_fallback_failures_are_5xx(
         capabilities = (await client.get("/capabilities")).json()
     error_shape(response, status, code)
     assert capabilities["success_rate"] == 0.0
+    assert capabilities["model_success_rate"] == 0.0
 
 
 async def test_without_fallback_invalid_plans_list_the_problems(chat_route: respx.Route) -> None:
@@ -430,6 +431,7 @@ async def test_capabilities_are_measured_from_traffic(chat_route: respx.Route) -
     assert before["success_rate"] == 0.92  # the seed's figure until there is traffic
     assert after["measured"] is True
     assert after["success_rate"] == 1.0
+    assert (before["model_success_rate"], after["model_success_rate"]) == (None, 1.0)
     assert after["plans_by_source"] == {"llm": 1, "cache": 1}
     assert after["average_latency_ms"] != before["average_latency_ms"]
     assert after["arm_id"] == "planner"
@@ -524,6 +526,7 @@ async def test_health_reports_open_circuits(
         before = (await client.get("/health")).json()
         await client.post("/plan", json=GOAL)
         after = (await client.get("/health")).json()
+        capabilities = (await client.get("/capabilities")).json()
         metrics = (await client.get("/metrics")).text
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line]
     opened = [line for line in lines if line["event"] == "circuit_opened"]
@@ -532,5 +535,9 @@ async def test_health_reports_open_circuits(
     assert before["circuits"] == {"gpt-3.5-turbo": "closed"}
     assert after["llm"] == "degraded"
     assert after["circuits"] == {"gpt-3.5-turbo": "open"}
+    # /capabilities reads the same state, and counts the outage against the model.
+    assert capabilities["llm"] == "degraded"
+    assert capabilities["success_rate"] == 1.0  # the caller got a rule-based plan
+    assert capabilities["model_success_rate"] == 0.0
     assert sample(metrics, "planner_llm_circuit_state", model="gpt-3.5-turbo") == 2
     assert sample(metrics, "planner_llm_circuit_opened_total", model="gpt-3.5-turbo") == 1

@@ -34,3 +34,15 @@ def test_repeats_count_as_answers_but_not_in_the_planning_latency() -> None:
     assert stats.model_latency_ms == 900.0
     assert stats.plans_by_source == {"llm": 1, "fallback": 2, "cache": 1}
     assert stats.success_rate == 1.0
+
+
+def test_the_models_own_success_rate_counts_a_fallback_against_it() -> None:
+    stats = TrafficStats()
+    assert stats.model_success_rate is None  # no model asked yet
+    stats.record_plan("llm", 900.0, model_asked=True)
+    stats.record_plan("fallback", 100.0, model_asked=True)  # the model failed
+    stats.record_plan("fallback", 1.0)  # no model configured: not the model's failure
+    stats.record_plan("cache", 0.5, repeat=True, model_asked=True)  # a repeat asks nobody
+    stats.record_failure(50.0)  # fallback off: the model failed the request
+    assert stats.success_rate == 0.8
+    assert stats.model_success_rate == round(1 / 3, 4)

@@ -141,6 +141,7 @@ async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
         average_latency_ms=stats.average_latency_ms,
         model_latency_ms=stats.model_latency_ms,
         success_rate=stats.success_rate,
+        model_success_rate=stats.model_success_rate,
         measured=stats.measured,
         plans_by_source=dict(stats.plans_by_source),
         arms=[
@@ -150,7 +151,7 @@ async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
         min_steps=settings.planning.min_steps,
         max_steps=settings.planning.max_steps,
         models=settings.model.chain,
-        llm="configured" if settings.llm_enabled else "disabled",
+        llm=services.llm_status(),  # the same reading as /health's
         timeout_seconds=settings.planning.timeout_seconds,
     )
 

@@ -46,14 +46,29 @@ class CapabilitiesResponse(BaseModel):
     model_latency_ms: float | None = Field(
         description="Mean latency of the recent plans the model made; null until one is made"
     )
-    success_rate: float = Field(ge=0, le=1)
+    success_rate: float = Field(
+        ge=0,
+        le=1,
+        description="The share of recent plan requests answered with a plan (a "
+        "rule-based plan counts: the caller got one)",
+    )
+    model_success_rate: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="The share of recent requests a model was asked for that it answered with "
+        "a usable plan (a fallback after a model failure counts against it); null until a "
+        "model has been asked",
+    )
     measured: bool = Field(description="False until this process has served a plan request")
     plans_by_source: dict[str, int]
     arms: list[ArmInfo]
     min_steps: int
     max_steps: int
     models: list[str]
-    llm: Literal["configured", "disabled"]
+    llm: Literal["configured", "degraded", "disabled"] = Field(
+        description="As /health says: degraded while some model's circuit is open"
+    )
     timeout_seconds: float = Field(
         description="The planning deadline: a plan request is answered within about this long"
     )

@@ -38,7 +38,9 @@ class PlanRecorder:
         if not repeat:
             for note in meta.repairs:
                 metrics.child(metrics.repairs, note.code).inc()
-        self.stats.record_plan(meta.source, meta.latency_ms, repeat=repeat)
+        reason = _fallback_reason(response) if meta.source == "fallback" else None
+        model_asked = meta.source == "llm" or reason not in (None, "llm_disabled")
+        self.stats.record_plan(meta.source, meta.latency_ms, repeat=repeat, model_asked=model_asked)
         fields: dict[str, Any] = {
             "request_id": response.request_id,
             "plan_id": response.plan_id,
@@ -51,7 +53,7 @@ class PlanRecorder:
             "duration_ms": meta.latency_ms,
         }
         if meta.source == "fallback":  # why the rules answered, without reading the body
-            fields["fallback_reason"] = _fallback_reason(response)
+            fields["fallback_reason"] = reason
         if meta.cached_plan_id is not None:
             fields["cached_plan_id"] = meta.cached_plan_id
         if response.parent_plan_id is not None:  # a replan: where it sits in its chain

@@ -28,19 +28,27 @@ class TrafficStats:
     _latencies_ms: deque[float] = field(init=False)
     _model_latencies_ms: deque[float] = field(init=False)
     _succeeded: deque[bool] = field(init=False)
+    _model_succeeded: deque[bool] = field(init=False)
     plans_by_source: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self._latencies_ms = deque(maxlen=self.window)
         self._model_latencies_ms = deque(maxlen=self.window)
         self._succeeded = deque(maxlen=self.window)
+        self._model_succeeded = deque(maxlen=self.window)
 
-    def record_plan(self, source: str, latency_ms: float, *, repeat: bool = False) -> None:
-        """An answered plan request; `repeat` when it repeated a plan made for another."""
+    def record_plan(
+        self, source: str, latency_ms: float, *, repeat: bool = False, model_asked: bool = False
+    ) -> None:
+        """An answered plan request; `repeat` when it repeated a plan made for another;
+        `model_asked` when a model was asked for it (the plan is the model's, or a fallback
+        after the model failed)."""
         self._succeeded.append(True)
         self.plans_by_source[source] += 1
         if repeat:
             return
+        if model_asked:
+            self._model_succeeded.append(source == "llm")
         self._latencies_ms.append(latency_ms)
         if source == "llm":
             self._model_latencies_ms.append(latency_ms)
@@ -49,6 +57,7 @@ class TrafficStats:
         """A plan request the service could not answer with a plan (a 5xx)."""
         self._latencies_ms.append(latency_ms)
         self._succeeded.append(False)
+        self._model_succeeded.append(False)  # only a failed model ends a request in an error
 
     @property
     def measured(self) -> bool:
@@ -70,3 +79,12 @@ class TrafficStats:
         if not self._succeeded:
             return SEED_SUCCESS_RATE
         return round(sum(self._succeeded) / len(self._succeeded), 4)
+
+    @property
+    def model_success_rate(self) -> float | None:
+        """The share of the requests a model was asked for that it answered with a usable
+        plan. `success_rate` counts a fallback plan as a success, so it stays 1.0 through a
+        model outage; this one does not. None until a model has been asked."""
+        if not self._model_succeeded:
+            return None
+        return round(sum(self._model_succeeded) / len(self._model_succeeded), 4)
