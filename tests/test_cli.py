@@ -45,3 +45,32 @@ def test_check_config_names_the_bad_field(monkeypatch: pytest.MonkeyPatch) -> No
     assert result.exit_code == 2
     assert "model.temperature" in result.output
     assert "Traceback" not in result.output
+
+
+def test_plan_takes_a_context_and_a_request_id() -> None:
+    result = runner.invoke(
+        cli,
+        [
+            "plan",
+            "Deploy the billing service",
+            "--context",
+            '{"environment": "staging"}',
+            "--request-id",
+            "job-42",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert_valid_plan(body)
+    assert body["request_id"] == "job-42"
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [("{not json", "--context is not JSON"), ("[1, 2]", "--context must be a JSON object")],
+)
+def test_plan_names_a_bad_context(context: str, message: str) -> None:
+    result = runner.invoke(cli, ["plan", "Deploy the billing service", "--context", context])
+    assert result.exit_code == 1
+    assert message in result.output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -48,7 +48,7 @@ def serve(
     server.run()
 
 
-async def _plan_once(settings: Settings, request: PlanRequest) -> PlanResponse:
+async def _plan_once(settings: Settings, request: PlanRequest, request_id: str) -> PlanResponse:
     from planner_arm.api.state import service_version
     from planner_arm.llm.client import LLMClient
     from planner_arm.llm.prompts import PROMPT_VERSION
@@ -60,7 +60,7 @@ async def _plan_once(settings: Settings, request: PlanRequest) -> PlanResponse:
     llm = LLMClient(settings) if settings.llm_enabled else None
     planner = PlannerArm(settings, llm, PlannerMetrics(service_version(), PROMPT_VERSION))
     try:
-        return await planner.plan(request, "cli")
+        return await planner.plan(request, request_id)
     finally:
         if llm is not None:
             await llm.aclose()
@@ -72,6 +72,15 @@ def plan(
     constraint: Annotated[
         list[str] | None, typer.Option("--constraint", "-c", help="A constraint (repeatable)")
     ] = None,
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context", help='What the planner should know, as a JSON object: \'{"repo": "api"}\''
+        ),
+    ] = None,
+    request_id: Annotated[
+        str | None, typer.Option("--request-id", help="Your id for this request (default: cli)")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON response")] = False,
 ) -> None:
     """Plan one goal in this process and print the plan."""
@@ -79,8 +88,14 @@ def plan(
 
     settings = _settings()
     try:
-        request = PlanRequest(goal=goal, constraints=constraint or [])
-        response = asyncio.run(_plan_once(settings, request))
+        # The same checks as the HTTP API: the request model validates goal, context and id.
+        request = PlanRequest(
+            goal=goal,
+            constraints=constraint or [],
+            context=_json_object(context, "--context") if context else {},
+            request_id=request_id,
+        )
+        response = asyncio.run(_plan_once(settings, request, request.request_id or "cli"))
     except (ValueError, PlannerError) as exc:
         _err().print(f"[red]cannot plan:[/red] {exc}", highlight=False)
         raise typer.Exit(1) from None
@@ -108,6 +123,16 @@ def plan(
         f"stages={response.parallel_stages}",
         highlight=False,
     )
+
+
+def _json_object(text: str, option: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{option} is not JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{option} must be a JSON object, not {type(value).__name__}")
+    return value
 
 
 @cli.command("check-config")
