@@ -221,3 +221,44 @@ async def test_one_pooled_connection_serves_many_calls(chat_route: respx.Route) 
         await llm.complete("m", MESSAGES, timeout=5)
     assert llm._client._client is http  # the SDK uses our client, not one of its own
     await llm.aclose()
+
+
+def test_a_model_call_imports_none_of_the_sdks_other_resources() -> None:
+    """`client.chat` would import every resource module of the SDK (about a second of start-up
+    on a small machine); the service's calls, plain and streamed, import none of them."""
+    import subprocess
+    import sys
+
+    script = """
+import asyncio, sys
+import httpx, respx
+sys.path.insert(0, "tests")
+from conftest import answer, make_settings
+from planner_arm.llm.client import LLMClient
+from sse import model_sse
+
+class Sink:
+    def begin(self, model): pass
+    def text(self, delta): pass
+
+async def main():
+    with respx.mock(assert_all_called=False) as mock:
+        streamed = httpx.Response(
+            200, content=model_sse(["{", "}"]), headers={"content-type": "text/event-stream"}
+        )
+        mock.post(url__regex=r".*/chat/completions").mock(side_effect=[answer("{}"), streamed])
+        llm = LLMClient(make_settings(), httpx.AsyncClient())
+        plain = await llm.complete("gpt-3.5-turbo", [{"role": "user", "content": "u"}], timeout=5)
+        streamed = await llm.complete(
+            "gpt-3.5-turbo", [{"role": "user", "content": "u"}], timeout=5, sink=Sink()
+        )
+        await llm.aclose()
+    print(plain.content, streamed.content, "openai.resources" in sys.modules)
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["{}", "{}", "False"]

@@ -22,6 +22,7 @@ from planner_arm.clock import Clock
 from planner_arm.config import Settings, load_settings
 from planner_arm.llm.client import LLMClient
 from planner_arm.llm.prompts import PROMPT_VERSION
+from planner_arm.llm.warm_up import rehearse_model_call
 from planner_arm.logging import configure_logging
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.replan_schemas import ReplanRequest
@@ -61,6 +62,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.llm_enabled:
             services.llm = LLMClient(settings, http_client)
+            # Before ready: the first plan request is then no slower than the tenth.
+            await rehearse_model_call()
         else:
             log.warning(
                 "llm_disabled",

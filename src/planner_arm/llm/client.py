@@ -25,6 +25,7 @@ from planner_arm.errors import (
     LLMTransientError,
     LLMUnsupportedFormat,
 )
+from planner_arm.llm.chat_endpoint import create_completion
 from planner_arm.llm.prompts import Message, plan_json_schema
 from planner_arm.llm.streamed import STREAM_WORDS, AnswerSink, read_stream
 
@@ -135,9 +136,6 @@ class LLMClient:
         self._no_response_format: set[str] = set()
         # Models whose server refused `stream`; asked without it from then on.
         self._no_stream: set[str] = set()
-        # The SDK imports its resource modules on first use, which blocks the event loop for
-        # about half a second; pay that at start-up, not in the first request's deadline.
-        _ = self._client.chat.completions
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -172,7 +170,6 @@ class LLMClient:
             "messages": list(messages),
             "temperature": self._settings.model.temperature,
             "max_tokens": self._settings.model.max_tokens,
-            "timeout": timeout,
         }
         response_format = self._response_format(model)
         if response_format is not None:
@@ -188,10 +185,10 @@ class LLMClient:
                 if streaming:
                     assert sink is not None
                     content, finish_reason, usage, latency = await read_stream(
-                        self._client, options, sink, started
+                        self._client, options, sink, started, timeout=timeout
                     )
                     return _completion(content, finish_reason, usage, latency)
-                response = await self._client.chat.completions.create(**options)
+                response = await create_completion(self._client, options, timeout=timeout)
         except TimeoutError as exc:
             raise LLMTransientError(f"no answer within {timeout:.2f}s", code="timeout") from exc
         except openai.APITimeoutError as exc:

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import openai
 
 from planner_arm.errors import LLMTransientError
+from planner_arm.llm.chat_endpoint import stream_completion
 
 # A provider's refusal of streaming itself (not of the request): asked without it instead.
 STREAM_WORDS = re.compile(r"\bstream", re.IGNORECASE)
@@ -30,13 +31,16 @@ class AnswerSink(Protocol):
 
 
 async def read_stream(
-    client: openai.AsyncOpenAI, options: dict[str, Any], sink: AnswerSink, started: float
+    client: openai.AsyncOpenAI,
+    options: dict[str, Any],
+    sink: AnswerSink,
+    started: float,
+    *,
+    timeout: float,  # noqa: ASYNC109 - the SDK's own timeout for the request
 ) -> tuple[str | None, str | None, Any, float]:
     """(content, finish reason, usage or None, latency); raises LLMTransientError when the
     stream ends before the answer does. Transport errors propagate as the SDK raises them."""
-    stream = await client.chat.completions.create(
-        **options, stream=True, stream_options={"include_usage": True}
-    )
+    stream = await stream_completion(client, options, timeout=timeout)
     parts: list[str] = []
     finish_reason: str | None = None
     usage: Any = None
