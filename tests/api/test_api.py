@@ -13,6 +13,7 @@ import pytest
 import respx
 
 from conftest import (
+    FIXTURES,
     TEST_KEY,
     FakeClock,
     answer,
@@ -73,16 +74,11 @@ async def test_request_id_from_body_then_header(chat_route: respx.Route) -> None
     assert from_header.headers["x-request-id"] == "hdr-2"
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "qwen2.5-coder-1.5b_no-response-format_fenced.txt",
-        "qwen2.5-coder-1.5b_json-object-schema.txt",
-        "qwen2.5-coder-0.5b_json-object_missing-fields.txt",
-        "qwen2.5-coder-0.5b_json-object-schema_identifier-actions.txt",
-        "qwen2.5-coder-0.5b_json-object-schema_nonsense-values.txt",
-    ],
-)
+# Every real answer on file, so one added later is held to the same promise.
+REAL_ANSWERS = sorted(path.name for path in FIXTURES.glob("*.txt"))
+
+
+@pytest.mark.parametrize("name", REAL_ANSWERS)
 async def test_real_small_model_answers_are_kept_and_repaired_locally(
     chat_route: respx.Route, name: str
 ) -> None:
