@@ -7,12 +7,23 @@ import pytest
 from planner_arm.config import load_settings
 from planner_arm.llm.prompts import (
     MAX_QUOTED_ANSWER_CHARS,
+    example_texts,
     initial_messages,
     plan_json_schema,
     repair_prompt,
     system_prompt,
     user_prompt,
     with_repair,
+)
+
+PLAN_STEP_FIELDS = (
+    "step",
+    "action",
+    "required_arm",
+    "acceptance_criteria",
+    "depends_on",
+    "estimated_cost_tier",
+    "estimated_duration_seconds",
 )
 
 
@@ -25,8 +36,17 @@ def test_system_prompt_lists_arms_rules_and_shape() -> None:
     assert "earlier step numbers only" in text
     assert "2-3 acceptance criteria" in text
     assert "must use the arm `judge`" in text
-    assert '"required_arm":"retriever"' in text  # the example is real JSON
     assert "exactly one JSON object" in text
+    assert "Plan what the goal asks and no more" in text
+    assert "nothing comes after it" in text
+    # The shape is real JSON, and its step texts are placeholders a plan cannot reuse: a small
+    # model copies example content into unrelated goals.
+    shape = json.loads(text.splitlines()[-1])
+    step_fields = set(PLAN_STEP_FIELDS)
+    assert all(set(step) == step_fields for step in shape["plan"])
+    texts = example_texts()
+    assert texts
+    assert all(text.startswith("<") and text.endswith(">") for text in texts)
 
 
 def test_no_judge_rule_when_validation_step_is_off() -> None:

@@ -3,12 +3,13 @@ another endpoint (replan) asks the loop, and the models' health."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from planner_arm.llm.client import Completion
 from planner_arm.llm.prompts import Message
 from planner_arm.plan.draft import DraftPlan
+from planner_arm.plan.plan_quality import QualityProblem
 from planner_arm.plan.validation import ValidPlan
 
 # Why a plan came from the rules when no model is configured, in the answer's warning.
@@ -31,6 +32,26 @@ class ModelPlan:
     model: str
     draft: DraftPlan
     valid: ValidPlan
+
+
+@dataclass(frozen=True)
+class QualityKept:
+    """A usable model plan with quality problems, each a warning in the answer, kept while
+    the model is asked to mend them."""
+
+    plan: ModelPlan
+    problems: int
+
+    @staticmethod
+    def better(
+        kept: QualityKept | None, answer: ModelPlan, problems: Sequence[QualityProblem]
+    ) -> QualityKept:
+        """`answer` with its problems as warnings, unless `kept` has fewer problems."""
+        if kept is not None and kept.problems <= len(problems):
+            return kept
+        warnings = [*answer.draft.warnings, *(f"{p.code}: {p.message}" for p in problems)]
+        draft = replace(answer.draft, warnings=warnings)
+        return QualityKept(ModelPlan(answer.model, draft, answer.valid), len(problems))
 
 
 # What another endpoint (replan) asks the same attempt loop: its own first messages, and its

@@ -1,0 +1,116 @@
+"""Checks of a valid plan against the request: is every constraint addressed, and does any
+step copy the prompt's example?
+
+A prohibition ("No schema change") that no step mentions is kept by not doing the thing: the
+plan is mended locally, its last step (the final check) gets a criterion that checks it
+(`constraint_check_added`). A constraint that asks for work ("Deploy to Kubernetes") that no
+step addresses, or a step copied from the example, only the model can mend. Neither makes a
+plan unusable, so neither is an error: the planner asks the model once (a repair prompt
+naming each problem) and, failing that, keeps the plan with a warning per problem
+(`constraint_not_addressed`, `example_copied`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from planner_arm.plan.lexicon import stem, word_set, words
+from planner_arm.plan.schemas import PlanStep
+from planner_arm.plan.vocabulary import STOPWORDS
+
+# Words that say how a constraint applies, not what it is about ("do not touch the schema"
+# is about the schema); a plan need not repeat them.
+_MODAL = word_set(
+    "do does don dont not no never must should shall may can cannot only any without keep "
+    "always ensure make sure use using all t"
+)
+# Words that make a constraint a prohibition: respected by not doing something.
+_NEGATIONS = word_set("no not never don dont without avoid nothing neither nor none cannot")
+# A constraint counts as addressed when a step's text holds this share of its content words:
+# "Deploy to Kubernetes" is met by "Deploy the API to the cluster" (one of two), not by a plan
+# that never deploys.
+_SHARE_NEEDED = 0.5
+
+
+@dataclass(frozen=True)
+class QualityProblem:
+    code: str  # constraint_not_addressed | example_copied
+    message: str  # for the repair prompt and the warning's detail
+
+
+def quality_problems(
+    steps: Sequence[PlanStep], constraints: Sequence[str], example_texts: Iterable[str]
+) -> list[QualityProblem]:
+    """Every constraint asking for work that the plan leaves unaddressed, and every step that
+    copies the example. (Prohibitions are `checked_prohibitions`' part.)"""
+    asks = [text for text in constraints if not is_prohibition(text)]
+    return [*_unaddressed(steps, asks), *_copied(steps, example_texts)]
+
+
+def checked_prohibitions(
+    steps: list[PlanStep], constraints: Sequence[str]
+) -> tuple[list[PlanStep], list[str]]:
+    """`steps` whose last step checks every prohibition no step mentions, and the repairs."""
+    missing = [
+        text
+        for text in constraints
+        if is_prohibition(text) and not _addressed(steps, content_stems(text))
+    ]
+    if not missing or not steps:
+        return steps, []
+    last = steps[-1]
+    criteria = [*last.acceptance_criteria, *(f"Constraint respected: {text}" for text in missing)]
+    repairs = [f"constraint_check_added: step {last.step} checks {text!r}" for text in missing]
+    return [*steps[:-1], last.model_copy(update={"acceptance_criteria": criteria})], repairs
+
+
+def is_prohibition(constraint: str) -> bool:
+    return any(word in _NEGATIONS for word in words(constraint))
+
+
+def content_stems(text: str) -> frozenset[str]:
+    return frozenset(
+        stem(word) for word in words(text) if word not in STOPWORDS and word not in _MODAL
+    )
+
+
+def _addressed(steps: Sequence[PlanStep], wanted: frozenset[str]) -> bool:
+    """Does some step's action or criteria hold enough of `wanted`? (Nothing wanted: yes.)"""
+    texts = (content_stems(" ".join([step.action, *step.acceptance_criteria])) for step in steps)
+    return (
+        not wanted
+        or max((len(wanted & text) for text in texts), default=0) >= len(wanted) * _SHARE_NEEDED
+    )
+
+
+def _unaddressed(steps: Sequence[PlanStep], constraints: Sequence[str]) -> list[QualityProblem]:
+    problems = []
+    for constraint in constraints:
+        if not _addressed(steps, content_stems(constraint)):
+            message = (
+                f"no step or acceptance criterion addresses the constraint {constraint!r}: add "
+                "the step it needs, or a criterion that checks it"
+            )
+            problems.append(QualityProblem("constraint_not_addressed", message))
+    return problems
+
+
+def _fold(text: str) -> str:
+    return " ".join(words(text))
+
+
+def _copied(steps: Sequence[PlanStep], example_texts: Iterable[str]) -> list[QualityProblem]:
+    example = {_fold(text) for text in example_texts} - {""}
+    problems = []
+    for step in steps:
+        copied = [
+            text for text in [step.action, *step.acceptance_criteria] if _fold(text) in example
+        ]
+        if copied:
+            message = (
+                f"step {step.step} repeats the rules' example text ({copied[0]!r}) instead of "
+                "saying what this goal needs"
+            )
+            problems.append(QualityProblem("example_copied", message))
+    return problems
