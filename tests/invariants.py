@@ -37,16 +37,25 @@ def assert_valid_plan(
     require_validation_step: bool = True,
     consecutive: bool = True,
     require_dependency_check: bool = True,
+    iterative_done: Collection[int] | None = None,
+    stage_steps: int = 3,
 ) -> None:
     """Fail with a message naming the first broken invariant of a plan response body.
 
     `consecutive=False` for a replan's answer: its numbers rise in list order but may skip,
-    and `max_steps` bounds only the steps not yet done (the caller checks those)."""
+    and `max_steps` bounds only the steps not yet done (the caller checks those).
+
+    `iterative_done`: the answer is an iterative one, and these are the steps reported done
+    (none for /plan). While it is not `complete`, it holds those steps and the next stage
+    only: 1..`stage_steps` steps that can all start now, with no final check yet; once
+    `complete`, it is checked as a whole plan."""
     plan = body.get("plan")
     assert isinstance(plan, list), f"plan is not a list: {plan!r}"
     n = len(plan)
+    partial = iterative_done is not None and _assert_stage(body, iterative_done, stage_steps)
     most = max_steps if consecutive else max(n, max_steps)
-    assert min_steps <= n <= most, f"plan has {n} steps; expected {min_steps}..{max_steps}"
+    if not partial:
+        assert min_steps <= n <= most, f"plan has {n} steps; expected {min_steps}..{max_steps}"
 
     durations: dict[int, int] = {}
     deps_of: dict[int, list[int]] = {}
@@ -79,7 +88,7 @@ def assert_valid_plan(
         durations[number] = duration
         deps_of[number] = deps
 
-    if require_validation_step:
+    if require_validation_step and not partial:
         last_arm = plan[-1].get("required_arm") if plan else None
         assert last_arm == "judge", f"last step's arm is {last_arm!r}, not 'judge'"
         if require_dependency_check:
@@ -137,8 +146,11 @@ def _assert_lineage(body: Mapping[str, Any]) -> None:
     assert _is_int(version), f"version {version!r} is not an int"
     assert version >= 1, f"version {version!r} is below 1"
     assert _is_int(count), f"replan_count {count!r} is not an int"
-    assert count == version - 1, f"replan_count {count!r}, version {version}"
-    if count == 0:
+    if body.get("strategy") == "iterative":  # rounds that only report progress do not count
+        assert 0 <= count <= version - 1, f"replan_count {count!r}, version {version}"
+    else:
+        assert count == version - 1, f"replan_count {count!r}, version {version}"
+    if version == 1:
         assert parent is None, f"parent_plan_id {parent!r} on a first plan"
         assert body.get("diff") is None, f"diff {body.get('diff')!r} on a first plan"
     else:
@@ -148,6 +160,23 @@ def _assert_lineage(body: Mapping[str, Any]) -> None:
         numbers = {step["step"] for step in body["plan"]}
         assert set(diff["kept"]) | set(diff["added"]) == numbers, f"diff {diff} vs {numbers}"
         assert not set(diff["kept"]) & set(diff["added"]), f"diff {diff} keeps and adds a step"
+
+
+def _assert_stage(body: Mapping[str, Any], done: Collection[int], most: int) -> bool:
+    """An iterative answer: True while it holds only the next stage (`complete` false)."""
+    assert body.get("strategy") == "iterative", f"strategy {body.get('strategy')!r}"
+    complete = body.get("complete")
+    assert isinstance(complete, bool), f"complete {complete!r} is not a bool"
+    if complete:
+        return False
+    numbers = {step.get("step") for step in body["plan"] if isinstance(step, Mapping)}
+    assert set(done) <= numbers, f"done steps {sorted(done)} are not all in {sorted(numbers)}"
+    stage = [step for step in body["plan"] if step.get("step") not in done]
+    assert 1 <= len(stage) <= most, f"the next stage has {len(stage)} steps, not 1..{most}"
+    for step in stage:
+        waiting = [dep for dep in step.get("depends_on", []) if dep not in done]
+        assert not waiting, f"step {step.get('step')} cannot start now: it waits for {waiting}"
+    return True
 
 
 def _assert_final_check_comes_last(deps_of: Mapping[int, list[int]]) -> None:

@@ -48,6 +48,10 @@ class PlanningSettings(Section):
     # POST /replan: refused once a plan's chain has this many; each step output shown cut.
     max_replans: int = Field(3, ge=0, le=100)
     replan_output_chars: int = Field(500, ge=0, le=10_000)
+    # strategy iterative: at most this many steps a stage; the /replan round after
+    # iterative_max_rounds rounds plans only the final check, whatever the model proposes.
+    iterative_stage_steps: int = Field(3, ge=1, le=10)
+    iterative_max_rounds: int = Field(10, ge=1, le=100)
 
     @model_validator(mode="after")
     def _steps_in_order(self) -> PlanningSettings:

@@ -12,7 +12,7 @@ from typing import Any
 from planner_arm.plan.replan_scope import ReplanScope
 from planner_arm.plan.schemas import PlanRequest
 
-REPLAN_PROMPT_VERSION = "2026-11-23.1"
+REPLAN_PROMPT_VERSION = "2026-11-23.2"
 
 
 def replan_user_prompt(
@@ -59,8 +59,26 @@ def replan_user_prompt(
         "number of previous_plan for a different step. Numbers need not be consecutive.\n"
         "- depends_on names earlier steps by these numbers.\n"
         "- The last step is the final check (arm judge) and depends on every step that "
-        "nothing else depends on.\n" + (f"- {budget_rule}\n" if budget_rule else "")
+        "nothing else depends on.\n"
+        + (f"- {budget_rule}\n" if budget_rule else "")
+        + _partial_rules(request, scope)
     )
+
+
+def _partial_rules(request: PlanRequest, scope: ReplanScope) -> str:
+    """What an iterative plan adds to the rules: previous_plan is only the work so far."""
+    text = ""
+    if scope.partial:
+        text += (
+            "- previous_plan is not the whole plan: it holds only the steps run so far. After "
+            "the finished steps, plan all the work still needed to reach the goal.\n"
+        )
+    if request.strategy == "iterative":
+        text += (
+            "- Only the steps that can start now will run now; you will be asked again with "
+            "their results. Add no step the goal does not need.\n"
+        )
+    return text
 
 
 def _trimmed(text: str | None, limit: int) -> str | None:

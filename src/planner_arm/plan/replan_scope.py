@@ -22,6 +22,11 @@ class ReplanScope:
     states: dict[int, StepState]
     marked: frozenset[int]
     reason: str | None
+    # The previous plan holds only the work done and the stage being run (iterative).
+    partial: bool = False
+    # The replan counts toward max_replans: an iterative round that only reports finished
+    # steps does not; one with a failed or marked step, or a reason, does.
+    counted: bool = True
 
     @property
     def finished(self) -> dict[int, PlanStep]:
@@ -59,15 +64,18 @@ def replan_scope(
     default_max_replans: int,
     replan_count: int | None = None,
 ) -> ReplanScope:
-    """Check the request against `previous`; raise ReplanLimitReached (409) or ReplanRejected
-    (422: unknown_step, completed_step, inconsistent_step_states, nothing_to_replan).
+    """Check the request against `previous`; raise ReplanLimitReached (409: only for a
+    replan that counts toward the limit) or ReplanRejected (422: unknown_step,
+    completed_step, inconsistent_step_states, nothing_to_replan; an iterative replan with a
+    completed step has something to plan: the next stage).
 
     `replan_count` is the server's own count from the stored chain, when it has one; else the
     previous answer's `replan_count` is trusted.
     """
     count = previous.replan_count if replan_count is None else replan_count
     limit = default_max_replans if request.max_replans is None else request.max_replans
-    if count >= limit:
+    counted = counts_toward_limit(request)
+    if counted and count >= limit:
         raise ReplanLimitReached(count, limit)
 
     numbers = {step.step for step in previous.plan}
@@ -100,6 +108,8 @@ def replan_scope(
         states=states,
         marked=frozenset(request.replan_steps),
         reason=(request.reason or "").strip() or None,
+        partial=not previous.complete,
+        counted=counted,
     )
     kept = scope.finished
     orphans = [
@@ -114,13 +124,25 @@ def replan_scope(
     ]
     if orphans:
         _reject("inconsistent_step_states", orphans, "a finished step needs finished inputs")
-    if not scope.replaced and scope.reason is None:
+    next_stage = request.strategy == "iterative" and any(
+        state.status == "completed" for state in states.values()
+    )
+    if not scope.replaced and scope.reason is None and not next_stage:
         raise ReplanRejected(
-            "nothing to replan: no step failed, none is marked in replan_steps and no reason "
-            "is given",
+            "nothing to replan: no step failed, none is marked in replan_steps, no reason is "
+            "given and no step completed for an iterative plan's next stage",
             code="nothing_to_replan",
         )
     return scope
+
+
+def counts_toward_limit(request: ReplanRequest) -> bool:
+    """Whether the replan counts toward max_replans: every one but an iterative round that
+    only reports progress (no failed step, no step marked, no reason)."""
+    if request.strategy != "iterative":
+        return True
+    failed = any(state.status == "failed" for state in request.step_states.values())
+    return failed or bool(request.replan_steps) or bool((request.reason or "").strip())
 
 
 def _problem(code: str, step: int | None, message: str) -> dict[str, object]:

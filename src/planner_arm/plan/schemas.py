@@ -246,13 +246,19 @@ class PlanResponse(BaseModel):
     metadata: PlanMetadata
     version: int = Field(1, ge=1, description="1 for /plan; one more with each replan")
     parent_plan_id: str | None = Field(None, description="The plan this one replans, if any")
-    replan_count: int = Field(0, ge=0, description="Replans in this plan's chain so far")
+    replan_count: int = Field(
+        0,
+        ge=0,
+        description="Replans in this plan's chain so far that count toward max_replans (an "
+        "iterative round that only reports finished steps does not)",
+    )
     diff: PlanDiff | None = Field(None, description="A replan's changes; null on /plan")
     strategy: Strategy = Field("flat", description="The strategy this plan was made with")
     complete: bool = Field(
         True,
         description="False for an iterative plan that holds only the next stage: run it, "
-        "then /replan with the steps' states for the next one",
+        "then /replan with the steps' states and strategy iterative for the next one; true "
+        "when the plan's steps finish the goal (its final check is among them)",
     )
     tree: list[PlanTreeNode] | None = Field(
         None, description="hierarchical: the phases and their sub-tasks; null otherwise"

@@ -65,8 +65,9 @@ class AttemptLoop:
     ) -> ModelPlan | ModelFailure:
         """The model's plan for `conversation` within `deadline`, or why there is none.
 
-        `caller_budget` is the request's (its spend limit stops calls); `quality` names what only the
-        model can mend in a usable plan (one repair prompt, then the plan with warnings)."""
+        `caller_budget` is the request's (its spend limit stops calls); `quality` names what
+        only the model can mend in a usable plan (one repair prompt, then the plan with
+        warnings)."""
         # The per-call bounds already keep to the deadline; this catches whatever slips past
         # them (a retry wait, a slow slot), so the fallback still answers in time.
         try:

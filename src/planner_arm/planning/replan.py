@@ -18,6 +18,7 @@ from planner_arm.pipeline.normalise import normalise_plan
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.budget import budget_figures, budget_problems, describe_budget
 from planner_arm.plan.draft import DraftPlan
+from planner_arm.plan.iterative_stage import closing_stage
 from planner_arm.plan.replan_merge import merge_replan, plan_diff
 from planner_arm.plan.replan_rules import rule_based_replan
 from planner_arm.plan.replan_schemas import ReplanRequest
@@ -25,6 +26,7 @@ from planner_arm.plan.replan_scope import ReplanScope, replan_scope
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import ValidPlan
+from planner_arm.planning.iterative import next_round, scopes_with_rest
 from planner_arm.planning.planner import Conversation, ModelFailure, PlannerArm
 
 _FAILURE_CODES = {"deadline": "deadline_exceeded", "invalid_plan": "invalid_plan"}
@@ -64,27 +66,26 @@ class Replanner:
         started = clock.now()
         deadline = Deadline(self.settings.planning.timeout_seconds, clock)
         spend = Spend()
-        user = replan_user_prompt(
-            request,
-            scope,
-            max_output_chars=self.settings.planning.replan_output_chars,
-            budget_rule=describe_budget(request.budget),
-        )
-        conversation = Conversation(
-            initial_messages(self.planner.system_prompt, user),
-            lambda completion: self._read_answer(completion, scope, request),
-        )
-        outcome = await self.planner.ask_models(request, deadline, spend, conversation)
-        if isinstance(outcome, ModelFailure):
-            try:
-                draft, valid = self._rule_based(scope, request, outcome, spend)
-            except PlanningFailed:
-                self.planner.recorder.failed((clock.now() - started) * 1000)
-                raise
+        planning = self.settings.planning
+        if request.strategy == "iterative" and previous.version >= planning.iterative_max_rounds:
+            # No model call: the round that reaches the limit plans the final check alone,
+            # so an iterative plan ends whatever the model keeps proposing.
+            draft, valid = self._closing(scope)
             source, model, confidence = "fallback", None, self.settings.fallback.confidence
         else:
-            draft, valid = outcome.draft, outcome.valid
-            source, model, confidence = "llm", outcome.model, None
+            outcome = await self.planner.ask_models(
+                request, deadline, spend, self._conversation(request, scope)
+            )
+            if isinstance(outcome, ModelFailure):
+                try:
+                    draft, valid = self._rule_based(scope, request, outcome, spend)
+                except PlanningFailed:
+                    self.planner.recorder.failed((clock.now() - started) * 1000)
+                    raise
+                source, model, confidence = "fallback", None, self.settings.fallback.confidence
+            else:
+                draft, valid = outcome.draft, outcome.valid
+                source, model, confidence = "llm", outcome.model, None
         response = assemble_response(
             draft=draft,
             valid=valid,
@@ -102,12 +103,38 @@ class Replanner:
             update={
                 "version": previous.version + 1,
                 "parent_plan_id": previous.plan_id,
-                "replan_count": count + 1,
+                "replan_count": count + 1 if scope.counted else count,
                 "diff": plan_diff(list(previous.plan), response.plan),
             }
         )
+        if request.strategy == "iterative":
+            revised = next_round(revised, previous, scope, planning.iterative_stage_steps)
         self.planner.recorder.planned(revised, request, repeat=False)
         return revised
+
+    def _conversation(self, request: ReplanRequest, scope: ReplanScope) -> Conversation:
+        user = replan_user_prompt(
+            request,
+            scope,
+            max_output_chars=self.settings.planning.replan_output_chars,
+            budget_rule=describe_budget(request.budget),
+        )
+        return Conversation(
+            initial_messages(self.planner.system_prompt, user),
+            lambda completion: self._read_answer(completion, scope, request),
+        )
+
+    def _closing(self, scope: ReplanScope) -> tuple[DraftPlan, ValidPlan]:
+        finished = [scope.finished[number] for number in sorted(scope.finished)]
+        check = self.settings.planning.require_validation_step
+        steps = [*finished, *closing_stage(finished, scope.highest + 1, with_check=check)]
+        rounds = self.settings.planning.iterative_max_rounds
+        rationale = (
+            f"The iterative plan reached its {rounds} rounds: the work done is checked "
+            "against the goal, and no more work is planned."
+        )
+        warning = f"iterative_round_limit: {rounds} rounds reached; only the final check is left"
+        return DraftPlan([], rationale, warnings=[warning]), ValidPlan(steps=steps, repairs=[])
 
     def _read_answer(
         self, completion: Completion, scope: ReplanScope, request: ReplanRequest
@@ -133,12 +160,18 @@ class Replanner:
         # With no model at all the answer says so too: a caller should not have to guess.
         spend.warn_once(f"fallback_used: {failure.reason}: {failure.detail}")
         budget = request.budget
-        draft, merged = rule_based_replan(
-            scope,
-            self.planner.rules,
-            self.planner.resolver,
-            fits=lambda plan: budget is None or not budget_problems(plan.steps, budget),
-        )
+        for candidate in scopes_with_rest(self.planner, request, scope):
+            try:
+                draft, merged = rule_based_replan(
+                    candidate,
+                    self.planner.rules,
+                    self.planner.resolver,
+                    fits=lambda plan: budget is None or not budget_problems(plan.steps, budget),
+                )
+                break
+            except PlanValidationError:
+                if candidate.previous == scope.previous:
+                    raise
         if budget is not None and budget_problems(merged.steps, budget):
             problems = budget_problems(merged.steps, budget)
             raise BudgetExceeded(

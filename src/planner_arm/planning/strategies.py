@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.planning.iterative import plan_first_stage
 from planner_arm.planning.listener import PlanListener
 from planner_arm.planning.planner import PlannerArm
 
@@ -20,6 +21,8 @@ class StrategyPlanner:
     async def plan(
         self, request: PlanRequest, request_id: str, listener: PlanListener | None = None
     ) -> PlanResponse:
+        if request.strategy == "iterative":
+            return await plan_first_stage(self._planner, request, request_id, listener)
         response = await self._planner.plan(request, request_id, listener)
         if request.strategy != "flat":
             detail = f"the {request.strategy} strategy is not built yet: a flat plan instead"
