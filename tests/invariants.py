@@ -37,11 +37,16 @@ def assert_valid_plan(
     require_validation_step: bool = True,
     consecutive: bool = True,
     require_dependency_check: bool = True,
+    numbers_rise: bool = True,
+    expansions: int = 0,
 ) -> None:
     """Fail with a message naming the first broken invariant of a plan response body.
 
     `consecutive=False` for a replan's answer: its numbers rise in list order but may skip,
-    and `max_steps` bounds only the steps not yet done (the caller checks those)."""
+    and `max_steps` bounds only the steps not yet done (the caller checks those).
+    `numbers_rise=False` for an expanded plan (/plan/expand): its list is in dependency order
+    but the new steps' numbers are above the kept ones'; `expansions`: how many of the
+    versions in its chain were expansions, which do not count as replans."""
     plan = body.get("plan")
     assert isinstance(plan, list), f"plan is not a list: {plan!r}"
     n = len(plan)
@@ -56,7 +61,8 @@ def assert_valid_plan(
         assert _is_int(number), f"step at {index} is numbered {number!r}"
         previous = plan[index - 2]["step"] if index > 1 else 0
         in_order = number == index if consecutive else number > previous
-        assert in_order, f"step at {index} is numbered {number!r}"
+        assert in_order or not numbers_rise, f"step at {index} is numbered {number!r}"
+        assert number not in durations, f"step {number} is listed twice"
         where = f"step {number}"
         assert _nonempty_str(step.get("action")), f"{where}: empty action {step.get('action')!r}"
         arm = step.get("required_arm")
@@ -83,7 +89,7 @@ def assert_valid_plan(
         last_arm = plan[-1].get("required_arm") if plan else None
         assert last_arm == "judge", f"last step's arm is {last_arm!r}, not 'judge'"
         if require_dependency_check:
-            _assert_final_check_comes_last(deps_of)
+            _assert_final_check_comes_last(deps_of, plan[-1]["step"])
 
     total = body.get("total_estimated_duration")
     assert _is_int(total), f"total_estimated_duration {total!r} is not an int"
@@ -124,10 +130,10 @@ def assert_valid_plan(
             assert isinstance(note["detail"], str), f"metadata.{name}: detail of {note!r}"
     for name in ("plan_id", "request_id"):
         assert _nonempty_str(body.get(name)), f"{name} {body.get(name)!r} is empty"
-    _assert_lineage(body)
+    _assert_lineage(body, expansions)
 
 
-def _assert_lineage(body: Mapping[str, Any]) -> None:
+def _assert_lineage(body: Mapping[str, Any], expansions: int = 0) -> None:
     """version, parent_plan_id, replan_count and diff agree: /plan answers are version 1."""
     version, count, parent = (
         body.get("version"),
@@ -137,8 +143,8 @@ def _assert_lineage(body: Mapping[str, Any]) -> None:
     assert _is_int(version), f"version {version!r} is not an int"
     assert version >= 1, f"version {version!r} is below 1"
     assert _is_int(count), f"replan_count {count!r} is not an int"
-    assert count == version - 1, f"replan_count {count!r}, version {version}"
-    if count == 0:
+    assert count == version - 1 - expansions, f"replan_count {count!r}, version {version}"
+    if version == 1:
         assert parent is None, f"parent_plan_id {parent!r} on a first plan"
         assert body.get("diff") is None, f"diff {body.get('diff')!r} on a first plan"
     else:
@@ -150,9 +156,8 @@ def _assert_lineage(body: Mapping[str, Any]) -> None:
         assert not set(diff["kept"]) & set(diff["added"]), f"diff {diff} keeps and adds a step"
 
 
-def _assert_final_check_comes_last(deps_of: Mapping[int, list[int]]) -> None:
+def _assert_final_check_comes_last(deps_of: Mapping[int, list[int]], last: int) -> None:
     """The last step depends, directly or through others, on every other step."""
-    last = max(deps_of, default=0)
     reached: set[int] = set()
     todo = list(deps_of.get(last, []))
     while todo:
@@ -198,7 +203,7 @@ def _assert_critical_path(
         f"critical_path_duration {value} is outside [{longest_step}, {total}]"
     )
     finish: dict[int, int] = {}
-    for number in sorted(durations):  # dependencies are earlier steps, checked above
+    for number in durations:  # in list order: dependencies are listed earlier, checked above
         start = max((finish[dep] for dep in deps_of[number]), default=0)
         finish[number] = start + durations[number]
     expected = max(finish.values(), default=0)
