@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.planning.hierarchical import HierarchicalPlanner
 from planner_arm.planning.listener import PlanListener
 from planner_arm.planning.planner import PlannerArm
 
@@ -16,10 +17,13 @@ from planner_arm.planning.planner import PlannerArm
 class StrategyPlanner:
     def __init__(self, planner: PlannerArm) -> None:
         self._planner = planner
+        self._hierarchical = HierarchicalPlanner(planner)
 
     async def plan(
         self, request: PlanRequest, request_id: str, listener: PlanListener | None = None
     ) -> PlanResponse:
+        if request.strategy == "hierarchical":
+            return await self._hierarchical.plan(request, request_id, listener)
         response = await self._planner.plan(request, request_id, listener)
         if request.strategy != "flat":
             detail = f"the {request.strategy} strategy is not built yet: a flat plan instead"
