@@ -39,11 +39,16 @@ def assert_valid_plan(
     require_dependency_check: bool = True,
     iterative_done: Collection[int] | None = None,
     stage_steps: int = 3,
+    numbers_rise: bool = True,
+    expansions: int = 0,
 ) -> None:
     """Fail with a message naming the first broken invariant of a plan response body.
 
     `consecutive=False` for a replan's answer: its numbers rise in list order but may skip,
     and `max_steps` bounds only the steps not yet done (the caller checks those).
+    `numbers_rise=False` for an expanded plan (/plan/expand): its list is in dependency order
+    but the new steps' numbers are above the kept ones'; `expansions`: how many of the
+    versions in its chain were expansions, which do not count as replans.
 
     `iterative_done`: the answer is an iterative one, and these are the steps reported done
     (none for /plan). While it is not `complete`, it holds those steps and the next stage
@@ -65,7 +70,8 @@ def assert_valid_plan(
         assert _is_int(number), f"step at {index} is numbered {number!r}"
         previous = plan[index - 2]["step"] if index > 1 else 0
         in_order = number == index if consecutive else number > previous
-        assert in_order, f"step at {index} is numbered {number!r}"
+        assert in_order or not numbers_rise, f"step at {index} is numbered {number!r}"
+        assert number not in durations, f"step {number} is listed twice"
         where = f"step {number}"
         assert _nonempty_str(step.get("action")), f"{where}: empty action {step.get('action')!r}"
         arm = step.get("required_arm")
@@ -92,7 +98,7 @@ def assert_valid_plan(
         last_arm = plan[-1].get("required_arm") if plan else None
         assert last_arm == "judge", f"last step's arm is {last_arm!r}, not 'judge'"
         if require_dependency_check:
-            _assert_final_check_comes_last(deps_of)
+            _assert_final_check_comes_last(deps_of, plan[-1]["step"])
 
     total = body.get("total_estimated_duration")
     assert _is_int(total), f"total_estimated_duration {total!r} is not an int"
@@ -133,10 +139,10 @@ def assert_valid_plan(
             assert isinstance(note["detail"], str), f"metadata.{name}: detail of {note!r}"
     for name in ("plan_id", "request_id"):
         assert _nonempty_str(body.get(name)), f"{name} {body.get(name)!r} is empty"
-    _assert_lineage(body)
+    _assert_lineage(body, expansions)
 
 
-def _assert_lineage(body: Mapping[str, Any]) -> None:
+def _assert_lineage(body: Mapping[str, Any], expansions: int = 0) -> None:
     """version, parent_plan_id, replan_count and diff agree: /plan answers are version 1."""
     version, count, parent = (
         body.get("version"),
@@ -149,7 +155,7 @@ def _assert_lineage(body: Mapping[str, Any]) -> None:
     if body.get("strategy") == "iterative":  # rounds that only report progress do not count
         assert 0 <= count <= version - 1, f"replan_count {count!r}, version {version}"
     else:
-        assert count == version - 1, f"replan_count {count!r}, version {version}"
+        assert count == version - 1 - expansions, f"replan_count {count!r}, version {version}"
     if version == 1:
         assert parent is None, f"parent_plan_id {parent!r} on a first plan"
         assert body.get("diff") is None, f"diff {body.get('diff')!r} on a first plan"
@@ -179,9 +185,8 @@ def _assert_stage(body: Mapping[str, Any], done: Collection[int], most: int) -> 
     return True
 
 
-def _assert_final_check_comes_last(deps_of: Mapping[int, list[int]]) -> None:
+def _assert_final_check_comes_last(deps_of: Mapping[int, list[int]], last: int) -> None:
     """The last step depends, directly or through others, on every other step."""
-    last = max(deps_of, default=0)
     reached: set[int] = set()
     todo = list(deps_of.get(last, []))
     while todo:
@@ -227,7 +232,7 @@ def _assert_critical_path(
         f"critical_path_duration {value} is outside [{longest_step}, {total}]"
     )
     finish: dict[int, int] = {}
-    for number in sorted(durations):  # dependencies are earlier steps, checked above
+    for number in durations:  # in list order: dependencies are listed earlier, checked above
         start = max((finish[dep] for dep in deps_of[number]), default=0)
         finish[number] = start + durations[number]
     expected = max(finish.values(), default=0)

@@ -27,6 +27,7 @@ from planner_arm.config_sections import (
     CacheSettings,
     CircuitSettings,
     ConnectionSettings,
+    ExpansionSettings,
     FallbackSettings,
     LimitsSettings,
     ModelSettings,
@@ -63,6 +64,7 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    expansion: ExpansionSettings = Field(default_factory=ExpansionSettings)
     arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)
     arm_aliases: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ARM_ALIASES))
     pricing: dict[str, Price] = Field(default_factory=_default_pricing)

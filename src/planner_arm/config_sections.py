@@ -200,3 +200,12 @@ class StoreSettings(Section):
         if not parts.hostname:
             raise ValueError("url names no host (expected redis://host:port/db)")
         return self
+
+
+class ExpansionSettings(Section):
+    """Deeper plans: POST /plan/expand and the hierarchical strategy."""
+
+    # Sub-plans asked of the model at once for one hierarchical plan.
+    concurrency: int = Field(4, ge=1, le=32)
+    # The most steps a hierarchical or expanded plan may have (each sub-plan keeps 3-7).
+    max_plan_steps: int = Field(50, ge=3, le=500)

@@ -6,6 +6,7 @@
     │   ├── UnsupportedMediaType      a body that is not declared as JSON
     │   ├── Unauthorized              no valid API key for a planning endpoint
     │   ├── ReplanRejected            a replan that names no step, a finished one, nothing
+    │   │   └── ExpandRejected        an expansion of no step, or of one that cannot be
     │   ├── ReplanLimitReached        the plan's chain has used its replans
     │   ├── BudgetExceeded            no plan fits the caller's budget
     │   ├── PlanNotFound              no stored plan has this id
@@ -183,3 +184,10 @@ class StoreUnavailable(PlannerError):
     """The plan store failed; writes fail soft, reads with no other source answer 503."""
 
     code = "store_unavailable"
+
+
+class ExpandRejected(ReplanRejected):
+    """422 from /plan/expand. `code`: unknown_step (the plan has no such step),
+    step_not_expandable (the plan's final check), plan_too_large (no room for a sub-plan)."""
+
+    code = "invalid_expand"

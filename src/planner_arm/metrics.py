@@ -146,6 +146,12 @@ class PlannerMetrics:
             ["source"],
             registry=r,
         )
+        self.expansions = Counter(
+            "planner_expansions",
+            "Sub-plans made for a step (/plan/expand, hierarchical nodes), by source.",
+            ["source"],
+            registry=r,
+        )
         self.validations = Counter(
             "planner_validations",
             "Edited plans checked by /plan/validate, by outcome (valid, invalid).",

@@ -25,6 +25,10 @@ OPERATIONS = {
         "replanPlan",
         {"200", "400", "401", "404", "409", "413", "415", "422", "500", "502", "503", "504"},
     ),
+    ("/plan/expand", "post"): (
+        "expandPlanStep",
+        {"200", "400", "401", "404", "409", "413", "415", "422", "500", "502", "503", "504"},
+    ),
     ("/plan/validate", "post"): (
         "validatePlan",
         {"200", "401", "413", "415", "422", "500", "503"},
@@ -40,6 +44,7 @@ STREAM_TYPES = {"text/event-stream", "application/x-ndjson"}
 OK_MODELS: dict[str, type[BaseModel]] = {
     "/plan": PlanResponse,
     "/replan": PlanResponse,
+    "/plan/expand": PlanResponse,
     "/plan/{plan_id}": PlanResponse,
     "/plan/validate": ValidateResponse,
     "/health": HealthResponse,

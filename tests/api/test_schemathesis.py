@@ -17,7 +17,7 @@ from conftest import make_settings
 from planner_arm.api.app import create_app
 
 EXAMPLES_PER_OPERATION = 60
-STATEFUL_OPERATIONS = {"POST /replan", "GET /plan/{plan_id}"}
+STATEFUL_OPERATIONS = {"POST /replan", "POST /plan/expand", "GET /plan/{plan_id}"}
 
 pytestmark = pytest.mark.slow
 
@@ -73,6 +73,7 @@ def test_every_operation_keeps_its_own_contract() -> None:
         "GET /plan/{plan_id}",
         "GET /ready",
         "POST /plan",
+        "POST /plan/expand",
         "POST /plan/validate",
         "POST /replan",
     ]

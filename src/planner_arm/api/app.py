@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from planner_arm.api.errors import install_error_handlers
+from planner_arm.api.expand_routes import expand_router
 from planner_arm.api.lifecycle_routes import lifecycle_router
 from planner_arm.api.middleware import BodyLimitMiddleware, HTTPMetricsMiddleware
 from planner_arm.api.openapi_docs import customise_openapi
@@ -25,6 +26,7 @@ from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.llm.warm_up import rehearse_model_call
 from planner_arm.logging import configure_logging
 from planner_arm.metrics import PlannerMetrics
+from planner_arm.plan.expand_schemas import ExpandRequest
 from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.schemas import request_model_for
 from planner_arm.planning.cache import CachingPlanner
@@ -114,9 +116,17 @@ def create_app(
     lifecycle = lifecycle_router(request_model_for(settings.limits, ReplanRequest), keys_required)
     app.include_router(planning)
     app.include_router(lifecycle)
+    expand = expand_router(request_model_for(settings.limits, ExpandRequest), keys_required)
+    app.include_router(expand)
     app.include_router(router)
     # What the metrics match a request against when a layer before routing answered it.
-    known_routes = [*app.routes, *planning.routes, *lifecycle.routes, *router.routes]
+    known_routes = [
+        *app.routes,
+        *planning.routes,
+        *lifecycle.routes,
+        *expand.routes,
+        *router.routes,
+    ]
     arm_ids = [arm.id for arm in settings.arms]
     app.openapi = customise_openapi(app.openapi, arm_ids)  # type: ignore[method-assign]
     install_error_handlers(app)

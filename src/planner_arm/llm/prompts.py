@@ -68,6 +68,8 @@ def plan_json_schema(arm_ids: Sequence[str], planning: PlanningSettings) -> dict
             "depends_on": {"type": "array", "items": {"type": "integer"}},
             "estimated_cost_tier": {"type": "integer"},
             "estimated_duration_seconds": {"type": "integer"},
+            # Optional: a hierarchical sub-plan's step to be broken down again.
+            "compound": {"type": "boolean"},
         },
         "required": [
             "step",

@@ -34,6 +34,7 @@ STEP_FIELDS = field_table({
     "estimated_cost_tier": "estimated_cost_tier cost_tier cost estimated_cost tier",
     "estimated_duration_seconds": "estimated_duration_seconds duration_seconds duration "
     "estimated_duration time seconds eta estimated_time estimated_seconds",
+    "compound": "compound is_compound composite",
 })  # fmt: skip
 TOP_FIELDS = field_table({
     "rationale": "rationale reasoning explanation summary justification reason approach",

@@ -206,6 +206,7 @@ class _Normaliser:
             step=number,
             estimated_cost_tier=self.cost_tier(self.value(found, "estimated_cost_tier")),
             estimated_duration_seconds=duration,
+            compound=self.value(found, "compound") is True,
         )
 
     def action(self, found: Found) -> str:

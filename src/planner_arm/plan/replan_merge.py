@@ -80,9 +80,11 @@ def merge_replan(scope: ReplanScope, draft: DraftPlan, rules: PlanRules) -> Merg
     order = _order(work)
     _finish_with_judge(work, order, finished, rules, repairs)
     remaining = len(work)
-    if remaining > rules.max_steps or len(finished) + remaining < rules.min_steps:
+    # A plan longer than max_steps (hierarchical, expanded) may keep as many steps to do.
+    most = max(rules.max_steps, len(scope.previous) - len(finished))
+    if remaining > most or len(finished) + remaining < rules.min_steps:
         detail = (
-            f"the revised plan has {remaining} steps still to do (at most {rules.max_steps}) "
+            f"the revised plan has {remaining} steps still to do (at most {most}) "
             f"beside {len(finished)} finished ones (at least {rules.min_steps} in all)"
         )
         raise PlanValidationError(detail, code="wrong_step_count")

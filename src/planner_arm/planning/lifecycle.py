@@ -17,10 +17,12 @@ from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import validated_response, with_warning
 from planner_arm.plan.edited import check_edited_plan
+from planner_arm.plan.expand_schemas import ExpandRequest
 from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validate_schemas import ValidateRequest, ValidateResponse, ValidationProblem
 from planner_arm.planning.cache import CachingPlanner
+from planner_arm.planning.expand import Expander
 from planner_arm.planning.idempotency import Idempotency
 from planner_arm.planning.listener import PlanListener
 from planner_arm.planning.planner import PlannerArm
@@ -165,3 +167,26 @@ class PlanLifecycle:
 
     def _store_failed(self, operation: str, error: StoreUnavailable) -> None:
         note_store_failure(self._metrics, operation, error)
+
+    async def expand(
+        self, request: ExpandRequest, request_id: str, *, idempotency_key: str | None = None
+    ) -> PlanResponse:
+        """One step replaced by its sub-plan: a new version of the plan, stored."""
+
+        async def run() -> PlanResponse:
+            previous = request.previous
+            if previous is None:
+                assert request.plan_id is not None  # the request model requires one of the two
+                record = await self._read(request.plan_id)
+                if record is None:
+                    raise PlanNotFound(
+                        f"No plan with id {request.plan_id!r} is stored (or it has expired); "
+                        "send the whole plan as `previous` instead."
+                    )
+                previous = PlanResponse.model_validate(record["response"])
+            expander = Expander(self._planner)
+            expander.check(request, previous)  # refuse a bad request before any model call
+            response = await expander.expand(request, previous, request_id)
+            return await self._stored(response, request)
+
+        return await self._idempotency.run("expand", idempotency_key, request, run, request_id)

@@ -1,0 +1,220 @@
+"""The hierarchical strategy: the goal in phases (one model call), each phase expanded into
+its own sub-plan (one call per node, in parallel, bounded by `expansion.concurrency`, all in
+the one request deadline), a step the model marks compound expanded again while `max_depth`
+allows. A node not expanded in time stays a single step (`node_not_expanded`); a node whose
+model answer fails gets the rule-based sub-plan. The answer is the flat DAG of the leaves
+(plan/hierarchy.py) with its `tree`, fitted to the budget and `expansion.max_plan_steps` by
+folding the last expansions back into single steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from planner_arm.clock import Deadline
+from planner_arm.errors import PlanningFailed
+from planner_arm.llm.client import Completion
+from planner_arm.llm.expand_prompts import EXPAND_PROMPT_VERSION, phases_user_prompt
+from planner_arm.llm.prompts import initial_messages
+from planner_arm.pipeline.assembly import assemble_response
+from planner_arm.pipeline.normalise import normalise_plan
+from planner_arm.pipeline.parsing import extract_json
+from planner_arm.plan.budget import budget_problems, describe_budget
+from planner_arm.plan.draft import DraftPlan, split_note
+from planner_arm.plan.final_check import JUDGE_ARM
+from planner_arm.plan.hierarchy import Node, expanded_nodes, flatten, leaf_count
+from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.plan.spend import Spend
+from planner_arm.plan.validation import ValidPlan, validate_plan
+from planner_arm.planning.budget_fit import budgeted_fallback
+from planner_arm.planning.listener import PlanListener
+from planner_arm.planning.plan_budget import check_answer_budget, refuse_impossible_budget
+from planner_arm.planning.planner import Conversation, ModelFailure, PlannerArm
+from planner_arm.planning.subplans import SubPlan, SubPlanner, SubPlanTask
+
+_MIN_CALL_SECONDS = 0.05
+
+
+class HierarchicalPlanner:
+    def __init__(self, planner: PlannerArm) -> None:
+        self.planner = planner
+        self.subplans = SubPlanner(planner)
+
+    async def plan(
+        self, request: PlanRequest, request_id: str, listener: PlanListener | None = None
+    ) -> PlanResponse:
+        """The hierarchical plan, recorded once; PlanningFailed only with the fallback off."""
+        planner = self.planner
+        started = planner.clock.now()
+        try:
+            response = await self._plan(request, request_id, started)
+        except PlanningFailed:
+            planner.recorder.failed((planner.clock.now() - started) * 1000)
+            raise
+        if listener is not None:  # a streamed answer announced its plan_id already
+            response = response.model_copy(update={"plan_id": listener.plan_id})
+        planner.recorder.planned(response, request, repeat=False)
+        return response
+
+    async def _plan(self, request: PlanRequest, request_id: str, started: float) -> PlanResponse:
+        planner = self.planner
+        refuse_impossible_budget(request.budget, planner.settings.planning)
+        deadline = Deadline(planner.settings.planning.timeout_seconds, planner.clock)
+        spend = Spend()
+        outcome = await self._phases(request, deadline, spend)
+        if isinstance(outcome, ModelFailure):
+            self.subplans.after_failure(outcome, spend)
+            draft, valid = budgeted_fallback(
+                request.goal, request.constraints, request.context,
+                planning=planner.settings.planning, resolver=planner.resolver,
+                rules=planner.rules, budget=request.budget,
+            )  # fmt: skip
+            model, use_model = None, False
+        else:
+            draft, valid, model, use_model = outcome.draft, outcome.valid, outcome.model, True
+        top = [Node(step) for step in valid.steps]
+        if request.max_depth >= 2:
+            run = _Expansion(self, request, deadline, spend, use_model)
+            last = top[-1] if top and top[-1].step.required_arm == JUDGE_ARM else None
+            await asyncio.gather(
+                *(run.expand(node, str(node.step.step), top, 1) for node in top if node is not last)
+            )
+            draft.repairs += run.repairs
+        self._fit(top, request, spend)
+        rules = planner.rules
+        final_check = rules.require_validation_step and rules.require_dependency_check
+        steps, tree, repaired = flatten(top, final_check=final_check)
+        repairs = [*valid.repairs, *([repaired] if repaired else [])]
+        response = assemble_response(
+            draft=draft,
+            valid=ValidPlan(steps=steps, repairs=repairs),
+            goal=request.goal,
+            source="llm" if model is not None else "fallback",
+            model=model,
+            spend=spend,
+            request_id=request_id,
+            latency_ms=(planner.clock.now() - started) * 1000,
+            prompt_version=EXPAND_PROMPT_VERSION,
+            fixed_confidence=None if model is not None else planner.settings.fallback.confidence,
+        )
+        return response.model_copy(update={"strategy": "hierarchical", "tree": tree})
+
+    async def _phases(
+        self, request: PlanRequest, deadline: Deadline, spend: Spend
+    ) -> ModelFailure | _Phases:
+        planner = self.planner
+        user = phases_user_prompt(
+            request.goal, request.constraints, request.context, describe_budget(request.budget)
+        )
+
+        def read(completion: Completion) -> tuple[DraftPlan, ValidPlan]:
+            data, parse_repairs = extract_json(completion.content, truncated=completion.truncated)
+            draft = normalise_plan(data, planner.resolver)
+            draft.repairs[:0] = parse_repairs
+            valid = validate_plan(draft, planner.rules)
+            check_answer_budget(valid.steps, request.budget)
+            return draft, valid
+
+        conversation = Conversation(initial_messages(planner.system_prompt, user), read)
+        outcome = await planner.ask_models(request, deadline, spend, conversation)
+        if isinstance(outcome, ModelFailure):
+            return outcome
+        return _Phases(outcome.draft, outcome.valid, outcome.model)
+
+    def _fit(self, top: list[Node], request: PlanRequest, spend: Spend) -> None:
+        """Fold the last expansions back into single steps until the plan fits the budget
+        and the size cap (the phases alone fit: their answer was checked)."""
+        cap = self.planner.settings.expansion.max_plan_steps
+        budget = request.budget
+        while True:
+            size = leaf_count(top)
+            steps = flatten(top, final_check=False)[0] if budget is not None else []
+            problems = budget_problems(steps, budget)
+            if size <= cap and not problems:
+                return
+            inner = [(node_id, node) for node_id, node in expanded_nodes(top)
+                     if not any(child.children for child in node.children)]  # fmt: skip
+            if not inner:
+                return
+            node_id, node = inner[-1]
+            node.children = []
+            why = "; ".join(problems) or f"the plan would pass {cap} steps"
+            spend.warn_once(f"node_not_expanded: {node_id}: {why}")
+
+
+class _Phases:
+    def __init__(self, draft: DraftPlan, valid: ValidPlan, model: str) -> None:
+        self.draft, self.valid, self.model = draft, valid, model
+
+
+class _Expansion:
+    """One request's node expansions: the shared deadline, spend and concurrency bound."""
+
+    def __init__(
+        self,
+        owner: HierarchicalPlanner,
+        request: PlanRequest,
+        deadline: Deadline,
+        spend: Spend,
+        use_model: bool,
+    ) -> None:
+        self.owner, self.request, self.deadline, self.spend = owner, request, deadline, spend
+        self.use_model = use_model and owner.planner.llm is not None
+        self.slots = asyncio.Semaphore(owner.planner.settings.expansion.concurrency)
+        self.repairs: list[str] = []
+
+    async def expand(self, node: Node, node_id: str, level: list[Node], depth: int) -> None:
+        """Give `node` (at `depth`, phases being 1) its sub-plan, then expand its compound
+        children while depth remains."""
+        before = [other.step for other in level if other.step.step in node.step.depends_on]
+        after = [other.step for other in level if node.step.step in other.step.depends_on]
+        allow_compound = depth + 1 < self.request.max_depth
+        task = SubPlanTask(node.step, before, after, allow_compound)
+        sub = await self._subplan(task, node_id)
+        if sub is None:
+            return
+        node.children = [Node(step, compound=step.step in sub.compound) for step in sub.valid.steps]
+        for entry in [*sub.draft.repairs, *sub.valid.repairs]:
+            code, detail = split_note(entry)
+            self.repairs.append(f"{code}: node {node_id}" + (f": {detail}" if detail else ""))
+        metrics = self.owner.planner.metrics
+        metrics.child(metrics.expansions, sub.source).inc()
+        await asyncio.gather(
+            *(
+                self.expand(child, f"{node_id}.{child.step.step}", node.children, depth + 1)
+                for child in node.children
+                if child.compound and allow_compound
+            )
+        )
+
+    async def _subplan(self, task: SubPlanTask, node_id: str) -> SubPlan | None:
+        subplans = self.owner.subplans
+        rules = subplans.rules(self.owner.planner.rules.max_steps)
+        if not self.use_model:
+            return subplans.rule_based(self.request, task, rules)[0]
+        async with self.slots:
+            if self.deadline.remaining() < _MIN_CALL_SECONDS:
+                self.spend.warn_once(f"node_not_expanded: {node_id}: the request deadline passed")
+                return None
+            # Its own count of calls (each node gets the retries a plan gets), one total.
+            base = self.spend.usd
+            spend = Spend(usd=base)
+            outcome = await subplans.ask(self.request, task, self.deadline, spend, rules)
+            _add(self.spend, spend, base)
+        if isinstance(outcome, ModelFailure):
+            if outcome.reason == "deadline":
+                self.spend.warn_once(f"node_not_expanded: {node_id}: {outcome.detail}")
+                return None
+            subplans.after_failure(outcome, self.spend)
+            return subplans.rule_based(self.request, task, rules)[0]
+        return outcome
+
+
+def _add(total: Spend, part: Spend, base: float) -> None:
+    """`part` (which started at `base` dollars, so max_llm_usd bounds the whole) added."""
+    total.calls += part.calls
+    total.prompt_tokens += part.prompt_tokens
+    total.completion_tokens += part.completion_tokens
+    total.usd += part.usd - base
+    for warning in part.warnings:
+        total.warn_once(warning)
