@@ -75,7 +75,6 @@ DEFAULT_ARMS: Final[list[dict[str, Any]]] = [
             "endpoint",
             "migration",
             "schema",
-            "compile",
         ],
     },
     {
@@ -102,6 +101,11 @@ DEFAULT_ARMS: Final[list[dict[str, Any]]] = [
             "roll out",
             "benchmark",
             "measure",
+            "compile",
+            "lint",
+            "grep",
+            "curl",
+            "ssh",
         ],
     },
     {

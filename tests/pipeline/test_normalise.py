@@ -4,6 +4,7 @@ hand-made shapes and on real small-model answers."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ class FakeResolver:
     def __init__(self) -> None:
         self.calls: list[tuple[str | None, str]] = []
 
-    def resolve(self, given: str | None, action: str) -> ArmChoice:
+    def resolve(self, given: str | None, action: str, criteria: Sequence[str] = ()) -> ArmChoice:
         self.calls.append((given, action))
         if given is None:
             return ArmChoice("planner", "arm_missing: -> planner")

@@ -78,7 +78,8 @@ ACTIONS = [
     ("Decide the order of the migration work", "planner"),
     ("Implement the endpoint", "coder"),
     ("Deploy the service to staging", "executor"),
-    ("Summarise the findings in a report", "retriever"),
+    # Issue 12: producing a written artefact (a document, a report) is the coder's.
+    ("Summarise the findings in a report", "coder"),
     ("Draft release notes", "coder"),
     ("Review the pull request for security issues", "guardian"),
     ("Review the pull request", "judge"),
@@ -87,7 +88,8 @@ ACTIONS = [
     ("Searching for prior art", "retriever"),
     ("Deployed the changes", "executor"),
     ("Investigate why the build fails", "retriever"),
-    ("Write a summary of the findings", "retriever"),
+    # Issue 12: producing a written artefact (a summary) is the coder's.
+    ("Write a summary of the findings", "coder"),
     ("Compute monthly revenue from the sales data", "executor"),
     ("Choose between Postgres and MySQL", "planner"),
     ("Estimate the effort for each task", "planner"),

@@ -190,10 +190,11 @@ class _Normaliser:
             arm = next((name for name in arm if isinstance(name, str)), None)
         if arm is not None and not isinstance(arm, str):
             self.add("value_dropped", f"required_arm {arm!r}")
-        choice = self.arms.resolve(arm.strip() or None if isinstance(arm, str) else None, action)
+        criteria = self.criteria(self.value(found, "acceptance_criteria"))
+        given = arm.strip() or None if isinstance(arm, str) else None
+        choice = self.arms.resolve(given, action, criteria)
         if choice.repair:
             self.add(*choice.repair.split(":", 1))
-        criteria = self.criteria(self.value(found, "acceptance_criteria"))
         if not criteria:
             self.add("default_criteria")
             criteria = [f"Completed: {action.rstrip('.') or 'the step'}; the outcome is recorded"]

@@ -1,9 +1,10 @@
-"""The arm registry: which arm a step goes to, from a model's arm name or from the action text.
+"""The arm registry: which arm a step goes to, from a model's arm name or from the step's text.
 
 `ArmResolver.resolve` keeps a registered arm name, mends a near miss (case, an `_arm` suffix,
-an alias) and otherwise picks the arm from the action with `select`: the seed's decision tree
-(code -> search -> execution -> validation -> safety -> planner) asked of every arm at once,
-each answer a weighted score, the tree's order breaking ties. `ArmResolver.rank` has the rules.
+an alias) and otherwise picks the arm from what the step *does* with `select`: its leading verb
+weighs most, then its object, then the other words, then its acceptance criteria; the seed's
+decision tree (code -> search -> execution -> validation -> safety -> planner) breaks ties.
+`ArmResolver.rank` has the rules; README "How an arm is chosen" has the figures.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from planner_arm.config_sections import ArmSpec
 from planner_arm.plan.draft import repair
 from planner_arm.plan.lexicon import STEM_ONLY, Lexicon, stem, words
 from planner_arm.plan.vocabulary import (
-    CHECK_VERBS,
+    ARTICLES,
     GENERIC_VERBS,
     LEAD_FILLERS,
+    OBJECTS_BY_ARM,
+    SCREENING_VERBS,
     STOPWORDS,
-    VOCABULARY_BY_ARM,
+    VERBS_BY_ARM,
 )
 
 # The order in which the seed's tree asks about the arms; equal scores go to the earlier arm.
@@ -28,14 +31,16 @@ from planner_arm.plan.vocabulary import (
 TREE_ORDER = ("coder", "retriever", "executor", "judge", "guardian")
 DEFAULT_ARM = "planner"
 
-# Evidence weights. A configured keyword is the strongest signal; the built-in vocabulary
-# (`vocabulary.py`) a little weaker; an arm's capability, id and description words let an arm
-# without keywords still be chosen, but never outvote a keyword.
+# Evidence weights. A configured keyword is the strongest signal; the built-in verb and object
+# tables (`vocabulary.py`) a little weaker; an arm's capability, id and description words let
+# an arm without keywords still be chosen, but never outvote a keyword.
 KEYWORD, VOCABULARY, CAPABILITY, DESCRIPTION = 1.0, 0.9, 0.5, 0.3
-# An action is imperative: its leading verb says what kind of work it is, so a hit there
-# counts three times ("Run the test suite" is execution although "test" is a validation word).
-# A generic verb ("create", "write", "add") says little, so it counts as any other word.
-HEAD, GENERIC_HEAD = 3.0, 1.0
+# Where a word stands says how much it tells. An action is imperative: its leading verb says
+# what kind of work it is, so a hit there counts three times ("Run the test suite" is execution
+# although "test" is a validation word). A generic verb ("write", "create") says little, so it
+# counts once and the object decides. The first hit after the verb is the object: it counts
+# twice. The criteria describe the outcome, not the work: each of their hits counts a third.
+HEAD, GENERIC_HEAD, OBJECT, CRITERIA = 3.0, 1.0, 2.0, 1 / 3
 # Long texts are cut: the arm is decided by an action's opening words.
 MAX_TOKENS = 64
 _ARM_SUFFIX = re.compile(r"[\s_-]+arm$")
@@ -66,8 +71,8 @@ class ArmResolver:
             for arm in self.arm_ids
         ]
         self._guardian = self.arm_ids.index("guardian") if "guardian" in ids else -1
-        self._check_stems = frozenset(stem(verb) for verb in CHECK_VERBS)
-        self._generic_stems = frozenset(stem(verb) for verb in GENERIC_VERBS)
+        self._screening = frozenset(stem(verb) for verb in SCREENING_VERBS)
+        self._generic = frozenset(stem(verb) for verb in GENERIC_VERBS)
         self._lead_fillers = frozenset(stem(word) for word in LEAD_FILLERS)
         self._lexicon = self._compile()
 
@@ -81,17 +86,18 @@ class ArmResolver:
                 for text in words(capability):
                     lexicon.add(arm, text, CAPABILITY)
             lexicon.add(arm, spec.id, CAPABILITY)
-            for text in VOCABULARY_BY_ARM.get(spec.id, ()):
-                lexicon.add(arm, text, VOCABULARY)
+            for table in (VERBS_BY_ARM, OBJECTS_BY_ARM):
+                for text in table.get(spec.id, ()):
+                    lexicon.add(arm, _plain(text), VOCABULARY)
             for text in spec.keywords:
-                lexicon.add(arm, text, KEYWORD)
+                lexicon.add(arm, _plain(text), KEYWORD)
         return lexicon
 
-    def resolve(self, given: str | None, action: str) -> ArmChoice:
+    def resolve(self, given: str | None, action: str, criteria: Sequence[str] = ()) -> ArmChoice:
         """The registered arm for a step: the given name when it is one, mended if close."""
         text = (given or "").strip()
         if not text:
-            arm = self.select(action)
+            arm = self.select(action, criteria)
             return ArmChoice(arm, repair("arm_missing", f"-> {arm}"))
         key = text.lower()
         for candidate in dict.fromkeys((key, _ARM_SUFFIX.sub("", key))):
@@ -101,39 +107,70 @@ class ArmResolver:
             if candidate in self.aliases:
                 target = self.aliases[candidate]
                 return ArmChoice(target, repair("arm_alias", f"{candidate} -> {target}"))
-        arm = self.select(action)
+        arm = self.select(action, criteria)
         return ArmChoice(arm, repair("arm_selected", f"'{_short(text)}' -> {arm}"))
 
-    def select(self, action: str) -> str:
-        """The rule-based choice for an action text (the seed's decision tree, then ranking)."""
-        arm, score = self.rank(action)[0]
+    def select(self, action: str, criteria: Sequence[str] = ()) -> str:
+        """The rule-based choice for a step: what its action does, its criteria as evidence."""
+        arm, score = self.rank(action, criteria)[0]
         return arm if score > 0 else self.default_arm
 
-    def rank(self, action: str) -> list[tuple[str, float]]:
-        """Every arm with a score for this action, best first.
+    def rank(self, action: str, criteria: Sequence[str] = ()) -> list[tuple[str, float]]:
+        """Every arm with a score for this step, best first.
 
-        Each word or phrase of the action that names an arm adds that arm's weight (keyword,
-        built-in vocabulary, capability, description word), times three on the leading verb.
-        At each position the longest phrase wins. A checking verb also counts for the guardian
-        when a safety word follows it. Equal scores are ordered as the seed's tree asks.
+        Each word or phrase that points at an arm (configured keyword, built-in verb or object,
+        capability, description word; the longest phrase at each position) adds its weight,
+        times three on the leading verb (once for a generic verb), twice on the object (the
+        first hit after the verb), a third in the criteria. When the object is a privacy,
+        secret, confidentiality or policy matter and the verb only checks, looks for or is
+        generic, the guardian gets the verb's weight too. Equal scores go in the tree's order.
         """
-        tokens = words(action)[:MAX_TOKENS]
+        scores = [0.0] * len(self.arm_ids)
+        tokens = _content(action)
         stems = [stem(token) for token in tokens]
         head = next((i for i, s in enumerate(stems[:6]) if not _filler(s, self._lead_fillers)), -1)
-        scores = [0.0] * len(self.arm_ids)
-        guardian_object = False
-        for i, hits in self._lexicon.scan(tokens, stems):
-            factor = 1.0
+        head_weak = head < 0 or stems[head] in self._generic
+        seen_object = topic = False
+        i = 0
+        while i < len(stems):
+            length, hits = self._lexicon.match(tokens, stems, i)
+            if not length:
+                i += 1
+                continue
             if i == head:
-                factor = GENERIC_HEAD if stems[i] in self._generic_stems else HEAD
+                factor = GENERIC_HEAD if length == 1 and head_weak else HEAD
+                head_weak = factor == GENERIC_HEAD
+            elif i > head and not seen_object:
+                factor, seen_object = OBJECT, True
+            else:
+                factor = 1.0
             for arm, weight in hits.items():
                 scores[arm] += weight * factor
-                if arm == self._guardian and i != head and weight >= VOCABULARY * STEM_ONLY:
-                    guardian_object = True
-        if guardian_object and head >= 0 and stems[head] in self._check_stems:
+            topic = topic or (i > head and self._is_topic(hits))
+            i += length
+        for text in criteria[:8]:
+            criterion = _content(text)
+            for _, hits in self._lexicon.scan(criterion, [stem(token) for token in criterion]):
+                for arm, weight in hits.items():
+                    scores[arm] += weight * CRITERIA
+                topic = topic or self._is_topic(hits)
+        if topic and (head_weak or stems[head] in self._screening):
             scores[self._guardian] += HEAD * KEYWORD
         order = sorted(range(len(scores)), key=lambda arm: (-scores[arm], self._tie_order[arm]))
         return [(self.arm_ids[arm], round(scores[arm], 3)) for arm in order]
+
+    def _is_topic(self, hits: dict[int, float]) -> bool:
+        """Whether a hit is a guardian topic (a keyword or a built-in word, not a description)."""
+        return hits.get(self._guardian, 0.0) >= VOCABULARY * STEM_ONLY
+
+
+def _content(text: str) -> list[str]:
+    """The words that count: articles dropped, so "review the literature" is "review literature"."""
+    return [word for word in words(text) if word not in ARTICLES][:MAX_TOKENS]
+
+
+def _plain(text: str) -> str:
+    return " ".join(_content(text))
 
 
 def _filler(word_stem: str, fillers: frozenset[str]) -> bool:

@@ -107,7 +107,7 @@ def _resolve_arm_aliases(rows: list[StepRow], resolver: ArmResolver, warnings: l
     for row in rows:
         if row.arm is None or row.arm in resolver.arm_ids:
             continue
-        choice = resolver.resolve(row.arm, row.action or "")
+        choice = resolver.resolve(row.arm, row.action or "", row.criteria or ())
         if choice.repair and repair_code(choice.repair) in _ARM_FIXES:
             warnings.append(f"{choice.repair} ({step_label(row)})")
             row.arm = choice.arm

@@ -1,66 +1,117 @@
-"""The built-in word tables of the rule-based arm selector: verbs, fillers, and the words
-that point at each of the six standard arms beyond what their configured keywords say."""
+"""The built-in word tables of the rule-based arm selector.
+
+A step is read as a verb frame: what it *does* (its leading verb, `VERBS_BY_ARM`) and what it
+does it to or produces (its object, `OBJECTS_BY_ARM`). The tables follow the issue's rules:
+running a command or command-line tool is the executor's; producing a written artefact (code,
+a document, a schema, a table, an answer) is the coder's; checking against criteria is the
+judge's; privacy, secrets, confidentiality and policy are the guardian's (its object words,
+which win over a checking, finding or generic verb); finding and gathering information is the
+retriever's; decomposing work and deciding between options is the planner's.
+"""
 
 from __future__ import annotations
 
 from planner_arm.plan.lexicon import phrases, word_set
 
+# Verbs that say little about the kind of work: at the head they count as any other word, so
+# the object decides ("Write the project plan" is planning, "Write the summary" is writing).
 GENERIC_VERBS = word_set(
     "write create add make generate produce prepare draft update build do perform handle "
-    "complete ensure get set use identify determine analyse analyze improve work"
+    "complete get set use identify determine analyse analyze improve work define take deal "
+    "sort go look design"
 )
 # Words before the verb that carry no meaning for the choice ("Then, run ...", "Step 2: ...").
 LEAD_FILLERS = word_set(
     "then please first next finally also now step re and to we i let lets us should will "
     "must carefully quickly thoroughly again manually automatically initially lastly once"
 )
-# Checking verbs: both the judge and the guardian check things. When what is checked is a
-# safety matter ("Review the pull request for security issues"), the guardian is the specialist
-# and gets the verb's weight too; otherwise the tie goes to the judge, as the tree orders them.
-CHECK_VERBS = word_set(
-    "validate verify check review confirm assess evaluate inspect audit examine scan screen test"
+# Verbs that check, look for or judge something: when the object is a guardian topic
+# ("Check the repository for leaked API keys"), the guardian gets the verb's weight too.
+SCREENING_VERBS = word_set(
+    "validate verify check review confirm assess evaluate inspect audit examine scan screen "
+    "test ensure make sure look find search detect flag vet decide classify go"
 )
 
-# Words for the six standard arms that the seed's keyword lists miss, applied only to arms of
-# these ids that are configured. A phrase beats the single words inside it, so "release notes"
-# is writing (coder), not a release (executor), and "test case" is code, not validation.
-VOCABULARY_BY_ARM: dict[str, tuple[str, ...]] = {
-    "coder": phrases(
-        "add, create, update, modify, change, rewrite, develop, edit, optimise, optimize, "
-        "test case, regression test, integration test, add tests, write tests, feature, "
-        "library, component, handler, parser, rest, frontend, backend, ui, crash, "
-        "error handling, exception, type hints, lint, document, documentation, docs, docstring, "
-        "readme, changelog, release notes, python, typescript, javascript, sql schema"
+# What a step does: its verb. Phrasal verbs are phrases; the longest match wins.
+VERBS_BY_ARM: dict[str, tuple[str, ...]] = {
+    "planner": phrases(
+        "replan, re plan, break down, break, split, decompose, prioritise, prioritize, sequence, "
+        "order, schedule, outline, estimate, allocate, assign, delegate, coordinate, organise, "
+        "organize, triage, map out, lay out, draw up, work out, budget, group, structure, "
+        "choose, pick, select, decide, weigh, scope, turn into"
     ),
     "retriever": phrases(
-        "summarise, summarize, summary, synthesise, synthesize, findings, report, investigate, "
-        "look into, find out, learn, understand, discover, browse, consult, knowledge base, "
-        "literature, sources, references, compare"
+        "search, find, find out, look up, look for, look into, locate, gather, collect, "
+        "research, read, survey, retrieve, fetch, explore, investigate, consult, browse, "
+        "dig through, dig into, discover, learn, query, compile a list"
+    ),
+    "coder": phrases(
+        "implement, code, refactor, debug, fix, patch, port, rewrite, modify, edit, develop, "
+        "draft, summarise, summarize, answer, convert, document, optimise, optimize, translate, "
+        "add, create, update, change"
     ),
     "executor": phrases(
-        "publish, ship, apply, invoke, trigger, reproduce, staging, production, server, "
-        "container, docker, kubernetes, cluster, pipeline, scrape, crawl, compute, calculate, "
-        "aggregate, load, data, dataset, csv, monitor, profile, set up, setup, configure, "
-        "suite, smoke test, rollback, roll back, scale, backup, restore, migrate, delete, send, "
-        "post"
+        "run, execute, deploy, install, compile, lint, grep, curl, ssh, tail, launch, start, "
+        "restart, provision, upload, download, push, publish, ship, release, roll back, "
+        "rollback, roll out, trigger, kick off, invoke, call, apply, back up, restore, reindex, "
+        "load, scale, scrape, crawl, send, measure, benchmark, kubectl, reproduce, migrate, "
+        "compute, calculate, aggregate, monitor, profile, set up, setup, configure, delete, post"
     ),
     "judge": phrases(
-        "constraint, criteria, acceptance, correctness, quality, accuracy, consistency, grade, "
-        "score, sign off, results, meets, expected, qa, proofread, double check, examine, "
-        "audit, regressions"
+        "verify, validate, check, confirm, test that, test whether, assess, evaluate, review, "
+        "inspect, audit, double check, cross check, fact check, proofread, grade, score, qa, "
+        "approve, sign off, compare, make sure, ensure, judge, go over, examine"
     ),
     "guardian": phrases(
-        "scan, screen, leak, exposure, personal data, sensitive, encrypt, encryption, "
-        "access control, injection, xss, csrf, cve, malware, harmful, toxic, moderate, "
-        "moderation, mask, anonymise, anonymize, consent, hipaa, risk, unsafe"
-    ),
-    "planner": phrases(
-        "order, sequence, roadmap, milestone, estimate, scope, approach, choose, select, pick, "
-        "weigh, tradeoffs, trade offs, options, allocate, assign, delegate, organise, organize, "
-        "timeline, phase, steps"
+        "redact, mask, anonymise, anonymize, pseudonymise, pseudonymize, sanitise, sanitize, "
+        "encrypt, scan, screen, vet, moderate, rotate"
     ),
 }
 
+# What a step works on or produces: its object.
+OBJECTS_BY_ARM: dict[str, tuple[str, ...]] = {
+    "planner": phrases(
+        "plan, project plan, roadmap, milestone, phase, timeline, priorities, order, sequence, "
+        "steps, subtasks, work packages, workstreams, stages, critical path, scope, effort, "
+        "trade offs, tradeoffs, options, approach, strategy, user stories, epic, sprint, "
+        "iteration, backlog, hand off, in parallel, concurrently"
+    ),
+    "retriever": phrases(
+        "documentation, docs, wiki, literature, sources, references, knowledge base, glossary, "
+        "rfc, prior work, prior art, examples, background, articles, requirements, findings"
+    ),
+    "coder": phrases(
+        "feature, library, component, handler, parser, middleware, regex, rest, frontend, "
+        "backend, ui, crash, error handling, exception, type hints, docstring, readme, "
+        "changelog, release notes, test case, unit tests, regression test, integration test, "
+        "add tests, write tests, sql, dockerfile, "
+        "summary, report, memo, document, design document, user guide, guide, answer, e mail, "
+        "email, table, markdown, python, typescript, javascript, json schema, flag, retry, "
+        "lint warnings, compile error"
+    ),
+    "executor": phrases(
+        "staging, production, server, container, docker image, image, cluster, pods, pipeline, "
+        "ci, suite, test suite, smoke tests, job, notebook, instance, docker, kubernetes, "
+        "replicas, registry, artefacts, artifacts, command, terraform, make, pytest, pip, "
+        "dataset, warehouse, latency, load test, database migration"
+    ),
+    "judge": phrases(
+        "criteria, acceptance, acceptance criteria, rubric, expected, expected results, "
+        "constraints, correctness, completeness, accuracy, consistency, consistent, quality, "
+        "regressions, results, target, matches, match, agree, add up, style guide, duplicates, "
+        "relevance, errors, meets, succeeded, green"
+    ),
+    "guardian": phrases(
+        "pii, phi, personal data, personal information, privacy, secret, secrets, password, "
+        "passwords, credential, credentials, token, tokens, api key, api keys, confidential, "
+        "confidentiality, policy, compliance, complies, comply, gdpr, hipaa, consent, licence, "
+        "license, security, vulnerability, xss, csrf, injection, exfiltration, harmful, "
+        "unsafe, toxic, leak, leaked, least privilege, permission, permissions, "
+        "sensitive, customer data, acceptable use, credit card, e mail addresses, exposure, "
+        "encryption, access control, cve, malware, moderation"
+    ),
+}
+ARTICLES = word_set("a an the")
 STOPWORDS = word_set(
     "a an the and or of to for in on at by as is are be it its this that with from into "
     "between then than every all each any other up down out over"

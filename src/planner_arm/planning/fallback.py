@@ -194,12 +194,12 @@ def _draft(
     step: _Step, number: int, after: list[int], fill: dict[str, str], resolver: ArmResolver
 ) -> DraftStep:
     action = step.action.format_map(fill)
+    criteria = [text.format_map(fill) for text in step.criteria]
     if step.arm in resolver.arm_ids:
         arm, tier, seconds = step.arm, step.tier, step.seconds
     else:  # "*", or an arm this registry does not have
-        arm = resolver.select(action)
+        arm = resolver.select(action, criteria)
         tier, seconds = arms.typical_cost_tier(arm), arms.typical_duration_seconds(arm)
-    criteria = [text.format_map(fill) for text in step.criteria]
     return DraftStep(action, arm, criteria, after, number, tier, seconds)
 
 
