@@ -11,17 +11,25 @@ from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.planning.listener import PlanListener
 from planner_arm.planning.planner import PlannerArm
+from planner_arm.planning.specialize_plan import PlanSpecializer
 
 
 class StrategyPlanner:
     def __init__(self, planner: PlannerArm) -> None:
         self._planner = planner
+        self._specializer = PlanSpecializer(planner)
 
     async def plan(
         self, request: PlanRequest, request_id: str, listener: PlanListener | None = None
     ) -> PlanResponse:
+        deadline = self._specializer.deadline()  # the inputs are filled within the same one
         response = await self._planner.plan(request, request_id, listener)
         if request.strategy != "flat":
             detail = f"the {request.strategy} strategy is not built yet: a flat plan instead"
             response = with_warning(response, "strategy_unavailable", detail)
-        return response.model_copy(update={"strategy": request.strategy})
+        response = response.model_copy(update={"strategy": request.strategy})
+        if request.specialize:
+            response = await self._specializer.specialize(
+                response, request.goal, deadline, request.budget
+            )
+        return response
