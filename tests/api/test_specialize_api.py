@@ -17,6 +17,7 @@ from metrics_text import sample
 from planner_arm.plan.arm_inputs import check_input, input_schema
 from planner_arm.plan.input_refs import earlier_steps
 from planner_arm.plan.schemas import PlanStep
+from sse import check_reset_rule, parse_sse
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
 
@@ -169,3 +170,15 @@ async def test_replan_with_specialize_keeps_kept_inputs_and_fills_new_steps() ->
     for number in body["diff"]["added"]:
         (added,) = [item for item in body["plan"] if item["step"] == number]
         assert added["input"] is not None
+
+
+async def test_a_streamed_plan_sends_its_steps_again_with_their_inputs() -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post(
+            "/plan", json={**GOAL, "specialize": True}, headers={"accept": "text/event-stream"}
+        )
+    events = parse_sse(response.text)
+    plan = check_reset_rule(events)  # the steps after the last reset are the plan's
+    assert_inputs_valid(plan)
+    last_steps = [data for name, data in events if name == "step"][-len(plan["plan"]) :]
+    assert all(step["input"] is not None for step in last_steps)

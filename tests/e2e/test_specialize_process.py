@@ -105,10 +105,12 @@ def test_specialize_one_step_over_real_http(client: httpx.Client, stub: StubLLM)
         "input": {"instruction": "Add a regression test", "language": "python", "files": []},
         "source": "llm", "model": "gpt-3.5-turbo", "request_id": None, "warnings": [],
     }  # fmt: skip
-    stub.script(Status(503), Status(503), Status(503))
+    before = stub.calls
+    stub.script(Status(503), Status(503))  # a failure and its one retry
     down = client.post("/plan/specialize", json={"previous": plan, "step": 1}).json()
     assert down["source"] == "rule"
-    assert down["warnings"][0]["code"] == "input_by_rule"
+    assert down["warnings"][0]["detail"] == "step 1: llm_unavailable: gpt-3.5-turbo: server_error"
+    assert stub.calls == before + 2
     assert_error_body(
         client.post("/plan/specialize", json={"plan_id": plan["plan_id"], "step": 5}),
         422,
