@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arm_inputs import INPUT_MODELS, check_input, input_schema
-from planner_arm.plan.input_refs import earlier_steps
+from planner_arm.plan.input_refs import earlier_of, earlier_steps
 from planner_arm.plan.input_rules import command_in, rule_input
 from planner_arm.plan.schemas import PlanStep
 
@@ -145,3 +145,8 @@ def test_the_rule_input_is_valid_for_any_step_of_any_arm(
                         depends_on=deps, estimated_duration_seconds=seconds)  # fmt: skip
     value = rule_input(the_step)
     assert check_input(arm, value, frozenset(deps)) == value
+
+
+def test_a_long_chain_is_walked_without_recursion() -> None:
+    chain = [step(1, "coder", "A")] + [step(n, "coder", "A", [n - 1]) for n in range(2, 2001)]
+    assert len(earlier_of(chain, 2000)) == 1999

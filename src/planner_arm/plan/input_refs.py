@@ -30,23 +30,26 @@ def reference(step: int) -> str:
 def earlier_steps(steps: Sequence[StepLike]) -> dict[int, frozenset[int]]:
     """For each step, every step it depends on, directly or through others."""
     direct = {step.step: list(step.depends_on) for step in steps}
-    found: dict[int, frozenset[int]] = {}
+    return {number: _walk(direct, number) for number in direct}
 
-    def visit(number: int, path: frozenset[int]) -> frozenset[int]:
-        if number in found:
-            return found[number]
-        seen: set[int] = set()
-        for parent in direct.get(number, []):
-            if parent in path or parent not in direct:
-                continue  # a cycle or a missing step: validation reports those, not this
-            seen.add(parent)
-            seen |= visit(parent, path | {parent})
-        found[number] = frozenset(seen)
-        return found[number]
 
-    for number in direct:
-        visit(number, frozenset({number}))
-    return found
+def earlier_of(steps: Sequence[StepLike], number: int) -> frozenset[int]:
+    """Every step that step `number` depends on, directly or through others."""
+    return _walk({step.step: list(step.depends_on) for step in steps}, number)
+
+
+def _walk(direct: dict[int, list[int]], number: int) -> frozenset[int]:
+    # A walk, not a recursion: a plan sent by a caller may be long, have cycles or name
+    # missing steps (validation reports those; here they only end the walk).
+    seen: set[int] = set()
+    todo = list(direct.get(number, []))
+    while todo:
+        parent = todo.pop()
+        if parent in seen or parent == number or parent not in direct:
+            continue
+        seen.add(parent)
+        todo.extend(direct[parent])
+    return frozenset(seen)
 
 
 def _strings(value: Any) -> Iterable[str]:

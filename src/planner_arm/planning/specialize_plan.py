@@ -15,7 +15,7 @@ from planner_arm.clock import Deadline
 from planner_arm.errors import PlanValidationError, RequestRejected
 from planner_arm.pipeline.assembly import notes as notes_of
 from planner_arm.plan.arm_inputs import check_input
-from planner_arm.plan.input_refs import earlier_steps
+from planner_arm.plan.input_refs import earlier_of, earlier_steps
 from planner_arm.plan.schemas import Budget, EstimatedCost, PlanNote, PlanResponse, PlanStep
 from planner_arm.plan.specialize_schemas import SpecializeResponse
 from planner_arm.plan.spend import Spend
@@ -104,7 +104,7 @@ class PlanSpecializer:
         if step is None:
             detail = f"the plan has no step {number} (its steps are {sorted(by_id)})"
             raise RequestRejected(detail, code="unknown_step")
-        ids = earlier_steps(plan.plan).get(number, frozenset())
+        ids = earlier_of(plan.plan, number)
         target = StepToFill(step, goal, [by_id[item] for item in sorted(ids)])
         filled = await self.filler.fill(target, deadline, Spend())
         return SpecializeResponse(
