@@ -35,6 +35,7 @@ from planner_arm.config_sections import (
     Price,
     RetrySettings,
     ServerSettings,
+    SpecializeSettings,
     StoreSettings,
 )
 from planner_arm.defaults import DEFAULT_ARM_ALIASES, DEFAULT_ARMS, DEFAULT_PRICING
@@ -55,6 +56,7 @@ class Settings(BaseSettings):
 
     model: ModelSettings = Field(default_factory=ModelSettings)
     planning: PlanningSettings = Field(default_factory=PlanningSettings)
+    specialize: SpecializeSettings = Field(default_factory=SpecializeSettings)
     retry: RetrySettings = Field(default_factory=RetrySettings)
     fallback: FallbackSettings = Field(default_factory=FallbackSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)

@@ -37,6 +37,13 @@ class ModelSettings(Section):
         return list(dict.fromkeys([self.name, *self.fallback_models]))
 
 
+class SpecializeSettings(Section):
+    """Stage 2: filling each step's arm input (`"specialize": true`, POST /plan/specialize)."""
+
+    # Steps of one plan whose inputs are asked of the model at the same time.
+    max_concurrency: int = Field(4, ge=1, le=64)
+
+
 class PlanningSettings(Section):
     min_steps: int = Field(3, ge=1, le=50)
     max_steps: int = Field(7, ge=1, le=50)

@@ -158,6 +158,12 @@ class PlannerMetrics:
             ["outcome"],
             registry=r,
         )
+        self.specializations = Counter(
+            "planner_specializations",
+            "Step inputs filled (stage 2), by source: llm, or rule.",
+            ["source"],
+            registry=r,
+        )
         self.store_errors = Counter(
             "planner_store_errors",
             "Plan store operations that failed (the answer went out without them).",

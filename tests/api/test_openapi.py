@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from conftest import make_settings, running_app
 from planner_arm.plan.schemas import ErrorResponse, PlanResponse
 from planner_arm.plan.service_schemas import CapabilitiesResponse, HealthResponse, ReadyResponse
+from planner_arm.plan.specialize_schemas import SpecializeResponse
 from planner_arm.plan.validate_schemas import ValidateResponse
 
 OPERATIONS = {
@@ -33,6 +34,10 @@ OPERATIONS = {
         "validatePlan",
         {"200", "401", "413", "415", "422", "500", "503"},
     ),
+    ("/plan/specialize", "post"): (
+        "specializeStep",
+        {"200", "401", "404", "413", "415", "422", "500", "503"},
+    ),
     ("/plan/{plan_id}", "get"): ("getPlan", {"200", "401", "404", "422", "500", "503"}),
     ("/health", "get"): ("getHealth", {"200", "422", "500"}),
     ("/ready", "get"): ("getReadiness", {"200", "422", "500", "503"}),
@@ -47,6 +52,7 @@ OK_MODELS: dict[str, type[BaseModel]] = {
     "/plan/expand": PlanResponse,
     "/plan/{plan_id}": PlanResponse,
     "/plan/validate": ValidateResponse,
+    "/plan/specialize": SpecializeResponse,
     "/health": HealthResponse,
     "/ready": ReadyResponse,
     "/capabilities": CapabilitiesResponse,

@@ -17,7 +17,12 @@ from conftest import make_settings
 from planner_arm.api.app import create_app
 
 EXAMPLES_PER_OPERATION = 60
-STATEFUL_OPERATIONS = {"POST /replan", "POST /plan/expand", "GET /plan/{plan_id}"}
+STATEFUL_OPERATIONS = {
+    "POST /replan",
+    "POST /plan/expand",
+    "POST /plan/specialize",
+    "GET /plan/{plan_id}",
+}
 
 pytestmark = pytest.mark.slow
 
@@ -74,11 +79,13 @@ def test_every_operation_keeps_its_own_contract() -> None:
         "GET /ready",
         "POST /plan",
         "POST /plan/expand",
+        "POST /plan/specialize",
         "POST /plan/validate",
         "POST /replan",
     ]
     assert 404 in statuses["GET /plan/{plan_id}"], statuses
     assert 200 in statuses["POST /plan/validate"], statuses
+    assert {404, 422} <= statuses["POST /plan/specialize"], statuses
 
 
 def _budget_refused(response: Any) -> bool:

@@ -18,6 +18,7 @@ from planner_arm.api.middleware import BodyLimitMiddleware, HTTPMetricsMiddlewar
 from planner_arm.api.openapi_docs import customise_openapi
 from planner_arm.api.request_context import RequestContextMiddleware
 from planner_arm.api.routes import planning_router, router
+from planner_arm.api.specialize_routes import specialize_router
 from planner_arm.api.state import Services, service_version
 from planner_arm.clock import Clock
 from planner_arm.config import Settings, load_settings
@@ -114,7 +115,9 @@ def create_app(
     keys_required = bool(settings.auth.api_keys)
     planning = planning_router(request_model_for(settings.limits), keys_required)
     lifecycle = lifecycle_router(request_model_for(settings.limits, ReplanRequest), keys_required)
+    specialize = specialize_router(keys_required)
     app.include_router(planning)
+    app.include_router(specialize)
     app.include_router(lifecycle)
     expand = expand_router(request_model_for(settings.limits, ExpandRequest), keys_required)
     app.include_router(expand)
@@ -123,6 +126,7 @@ def create_app(
     known_routes = [
         *app.routes,
         *planning.routes,
+        *specialize.routes,
         *lifecycle.routes,
         *expand.routes,
         *router.routes,

@@ -109,6 +109,17 @@ CAPABILITIES: dict[str, Any] = {
             "id": "coder",
             "capabilities": ["code_generation", "refactoring"],
             "description": "Writes and changes code",
+            "input_schema": {
+                "type": "object",
+                "title": "CoderInput",
+                "properties": {
+                    "instruction": {"type": "string", "minLength": 1, "maxLength": 4000},
+                    "language": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                    "files": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["instruction"],
+                "additionalProperties": False,
+            },
         }
     ],
     "min_steps": 3,

@@ -17,6 +17,7 @@ from planner_arm.api.request_context import use_request_id
 from planner_arm.api.state import Services, get_services, service_version
 from planner_arm.errors import NotReady
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE
+from planner_arm.plan.arm_inputs import input_schema
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.service_schemas import (
     ArmInfo,
@@ -145,7 +146,12 @@ async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
         measured=stats.measured,
         plans_by_source=dict(stats.plans_by_source),
         arms=[
-            ArmInfo(id=a.id, capabilities=a.capabilities, description=a.description)
+            ArmInfo(
+                id=a.id,
+                capabilities=a.capabilities,
+                description=a.description,
+                input_schema=input_schema(a.id),
+            )
             for a in settings.arms
         ],
         min_steps=settings.planning.min_steps,

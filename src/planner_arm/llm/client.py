@@ -53,6 +53,15 @@ class Completion:
         return self.finish_reason == "length"
 
 
+@dataclass(frozen=True)
+class AnswerSchema:
+    """The JSON Schema an answer must follow, for a call that asks for something other than a
+    plan (a step's input); sent as `response_format: json_schema` where the model takes it."""
+
+    name: str
+    schema: dict[str, Any]
+
+
 def redact(text: str, secret: str | None) -> str:
     """Removes the key, any piece of it (providers quote "sk-ab...wxyz"), and anything
     shaped like a key from a provider's message."""
@@ -140,15 +149,23 @@ class LLMClient:
     async def aclose(self) -> None:
         await self._client.close()
 
-    def _response_format(self, model: str) -> dict[str, Any] | None:
+    def _response_format(
+        self, model: str, answer_schema: AnswerSchema | None
+    ) -> dict[str, Any] | None:
         kind = self._settings.model.response_format
         if kind == "none" or model in self._no_response_format:
             return None
         if kind == "json_schema":
-            schema = plan_json_schema(self._settings.arm_ids, self._settings.planning)
+            if answer_schema is None:
+                schema = plan_json_schema(self._settings.arm_ids, self._settings.planning)
+                answer_schema = AnswerSchema("plan", schema)
             return {
                 "type": "json_schema",
-                "json_schema": {"name": "plan", "schema": schema, "strict": False},
+                "json_schema": {
+                    "name": answer_schema.name,
+                    "schema": answer_schema.schema,
+                    "strict": False,
+                },
             }
         return {"type": "json_object"}
 
@@ -159,8 +176,11 @@ class LLMClient:
         *,
         timeout: float,  # noqa: ASYNC109 - the SDK's own timeout is set from it too
         sink: AnswerSink | None = None,
+        answer_schema: AnswerSchema | None = None,
     ) -> Completion:
         """One chat completion, bounded by `timeout` seconds however the server behaves.
+
+        `answer_schema` replaces the plan's schema in `response_format` (json_schema mode).
 
         With a `sink`, the answer is streamed and each piece of text goes to the sink as it
         arrives; a server that refuses streaming is asked again without it (remembered), and
@@ -171,7 +191,7 @@ class LLMClient:
             "temperature": self._settings.model.temperature,
             "max_tokens": self._settings.model.max_tokens,
         }
-        response_format = self._response_format(model)
+        response_format = self._response_format(model, answer_schema)
         if response_format is not None:
             options["response_format"] = response_format
         streaming = sink is not None and model not in self._no_stream
@@ -200,7 +220,9 @@ class LLMClient:
             if streaming and exc.status_code in (400, 422) and STREAM_WORDS.search(exc.message):
                 self._no_stream.add(model)
                 remaining = timeout - (time.perf_counter() - started)
-                return await self.complete(model, messages, timeout=remaining, sink=sink)
+                return await self.complete(
+                    model, messages, timeout=remaining, sink=sink, answer_schema=answer_schema
+                )
             error = _map_status_error(exc, self._key)
             if isinstance(error, LLMUnsupportedFormat):
                 if response_format is None:

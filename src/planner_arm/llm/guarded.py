@@ -13,7 +13,7 @@ from planner_arm.clock import Clock, Deadline
 from planner_arm.config import Settings
 from planner_arm.errors import LLMError, LLMRateLimited, LLMRejected, LLMTransientError
 from planner_arm.llm.breaker import CircuitBreakers, CircuitState, ModelCircuit
-from planner_arm.llm.client import Completion, LLMClient
+from planner_arm.llm.client import AnswerSchema, Completion, LLMClient
 from planner_arm.llm.prompts import Message
 from planner_arm.llm.streamed import AnswerSink
 from planner_arm.metrics import PlannerMetrics
@@ -107,6 +107,7 @@ class GuardedLLM:
         budget: float,
         min_call_seconds: float,
         sink: AnswerSink | None = None,
+        answer_schema: AnswerSchema | None = None,
     ) -> Completion:
         """One call of at most `budget` seconds from now, the wait for a slot included.
 
@@ -125,7 +126,9 @@ class GuardedLLM:
         spend.calls += 1
         try:
             timeout = max(0.0, min(ends_at - started, deadline.remaining()))
-            completion = await self._llm.complete(model, messages, timeout=timeout, sink=sink)
+            completion = await self._llm.complete(
+                model, messages, timeout=timeout, sink=sink, answer_schema=answer_schema
+            )
         except LLMError as error:
             self._metrics.record_llm_call(model, error.code, self._clock.now() - started)
             if counts_against_model(error):

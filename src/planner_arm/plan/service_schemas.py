@@ -3,7 +3,7 @@ about the service itself, not about a plan."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -33,6 +33,11 @@ class ArmInfo(BaseModel):
     id: str
     capabilities: list[str]
     description: str
+    input_schema: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The JSON Schema of a step's `input` for this arm (stage 2); an arm "
+        "configured without a model of its own takes {instruction, inputs_from}",
+    )
 
 
 class CapabilitiesResponse(BaseModel):

@@ -20,6 +20,7 @@ from planner_arm.plan.edited import check_edited_plan
 from planner_arm.plan.expand_schemas import ExpandRequest
 from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.plan.specialize_schemas import SpecializeRequest, SpecializeResponse
 from planner_arm.plan.validate_schemas import ValidateRequest, ValidateResponse, ValidationProblem
 from planner_arm.planning.cache import CachingPlanner
 from planner_arm.planning.expand import Expander
@@ -27,6 +28,7 @@ from planner_arm.planning.idempotency import Idempotency
 from planner_arm.planning.listener import PlanListener
 from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.replan import Replanner
+from planner_arm.planning.specialize_plan import PlanSpecializer
 from planner_arm.planning.store_failures import note_store_failure
 from planner_arm.store.base import PlanStore
 
@@ -47,6 +49,7 @@ class PlanLifecycle:
         self._store = store
         self._metrics = metrics
         self._idempotency = Idempotency(store, settings, metrics, planner.clock)
+        self._specializer = PlanSpecializer(planner)
 
     @property
     def planner(self) -> PlannerArm:
@@ -77,6 +80,7 @@ class PlanLifecycle:
         self, request: ReplanRequest, request_id: str, *, idempotency_key: str | None = None
     ) -> PlanResponse:
         async def run() -> PlanResponse:
+            deadline = self._specializer.deadline()  # the inputs are filled within it too
             previous, replan_count = await self._previous(request)
             # Refuse a bad request (unknown steps, the replan limit) before any model call.
             self._replanner.scope(request, previous, replan_count)
@@ -84,6 +88,10 @@ class PlanLifecycle:
                 request, previous, request_id, replan_count=replan_count
             )
             self._metrics.child(self._metrics.replans, response.metadata.source).inc()
+            if request.specialize:  # kept steps keep a valid input, the others get one
+                response = await self._specializer.specialize(
+                    response, request.goal, deadline, request.budget
+                )
             return await self._stored(response, request)
 
         return await self._idempotency.run("replan", idempotency_key, request, run, request_id)
@@ -117,13 +125,7 @@ class PlanLifecycle:
         if request.previous is not None:
             return request.previous, await self._counted_replans(request.previous)
         assert request.plan_id is not None  # the request model requires one of the two
-        record = await self._read(request.plan_id)
-        if record is None:
-            raise PlanNotFound(
-                f"No plan with id {request.plan_id!r} is stored (or it has expired); "
-                "send the whole plan as `previous` instead."
-            )
-        stored = PlanResponse.model_validate(record["response"])
+        stored = PlanResponse.model_validate((await self._record(request.plan_id))["response"])
         return stored, stored.replan_count
 
     async def _counted_replans(self, previous: PlanResponse) -> int | None:
@@ -177,16 +179,33 @@ class PlanLifecycle:
             previous = request.previous
             if previous is None:
                 assert request.plan_id is not None  # the request model requires one of the two
-                record = await self._read(request.plan_id)
-                if record is None:
-                    raise PlanNotFound(
-                        f"No plan with id {request.plan_id!r} is stored (or it has expired); "
-                        "send the whole plan as `previous` instead."
-                    )
-                previous = PlanResponse.model_validate(record["response"])
+                previous = PlanResponse.model_validate(
+                    (await self._record(request.plan_id))["response"]
+                )
             expander = Expander(self._planner)
             expander.check(request, previous)  # refuse a bad request before any model call
             response = await expander.expand(request, previous, request_id)
             return await self._stored(response, request)
 
         return await self._idempotency.run("expand", idempotency_key, request, run, request_id)
+
+    async def specialize(self, body: SpecializeRequest, request_id: str) -> SpecializeResponse:
+        """One step's input (POST /plan/specialize), of the plan sent or the one stored."""
+        if body.previous is not None:
+            plan, goal = body.previous, body.goal
+        else:
+            assert body.plan_id is not None  # the request model requires one of the two
+            record = await self._record(body.plan_id)
+            plan = PlanResponse.model_validate(record["response"])
+            goal = body.goal or (record.get("request") or {}).get("goal")
+        return await self._specializer.one_step(plan, body.step, goal, request_id)
+
+    async def _record(self, plan_id: str) -> dict[str, Any]:
+        """The stored record of `plan_id`; PlanNotFound, saying what to send instead."""
+        record = await self._read(plan_id)
+        if record is None:
+            raise PlanNotFound(
+                f"No plan with id {plan_id!r} is stored (or it has expired); "
+                "send the whole plan as `previous` instead."
+            )
+        return record

@@ -76,9 +76,11 @@ class PlannerArm:
         self.clock = clock or Clock()
         self.llm = GuardedLLM(llm, settings, metrics, self.clock) if llm else None
         jitter_source = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
-        policy = RetryPolicy(settings.retry, self.clock, jitter_source)
+        # Shared with the other model callers (stage 2's input filler).
+        self.policy = RetryPolicy(settings.retry, self.clock, jitter_source)
+        self.budget = CallBudget.from_settings(settings)
         self.attempts = (
-            AttemptLoop(self.llm, settings, metrics, policy, CallBudget.from_settings(settings))
+            AttemptLoop(self.llm, settings, metrics, self.policy, self.budget)
             if self.llm is not None
             else None
         )

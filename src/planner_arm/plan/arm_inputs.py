@@ -1,0 +1,157 @@
+"""What each arm takes as input (stage 2): one pydantic model per built-in arm, defined once.
+
+The models give the JSON Schema of `/capabilities` (`arms[].input_schema`), the schema sent to
+a model that fills an input, and the validation of its answer. A configured arm with no model
+of its own takes `GenericInput`: an instruction and the steps whose outputs it reads.
+A string value may name an earlier step's output as `{{steps.N.output}}` (see input_refs.py).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from functools import cache
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from planner_arm.errors import PlanValidationError
+from planner_arm.plan.input_refs import reference_problems
+
+MAX_TEXT_CHARS = 4_000
+MAX_ITEM_CHARS = 500
+MAX_ITEMS = 50
+
+Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+Item = Annotated[str, Field(min_length=1, max_length=MAX_ITEM_CHARS)]
+StepNumber = Annotated[int, Field(ge=1)]
+
+
+class ArmInput(BaseModel):
+    """Base of every arm's input: unknown fields are not part of the schema."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RetrieverInput(ArmInput):
+    """Find information."""
+
+    query: Text = Field(description="What to search for")
+    sources: list[Item] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="Where to search (paths, URLs, index names); empty: the arm's own default",
+    )
+    top_k: int = Field(5, ge=1, le=50, description="How many results to return")
+
+
+class CoderInput(ArmInput):
+    """Write or change code."""
+
+    instruction: Text = Field(description="What to write or change")
+    language: str | None = Field(
+        None, min_length=1, max_length=40, description="The programming language, if known"
+    )
+    files: list[Item] = Field(
+        default_factory=list, max_length=MAX_ITEMS, description="Files to read or change"
+    )
+
+
+class ExecutorInput(ArmInput):
+    """Run a command."""
+
+    command: Text = Field(description="The shell command to run")
+    working_dir: Item = Field(".", description="Where to run it, relative to the workspace")
+    timeout_seconds: int = Field(300, ge=1, le=3_600, description="Stop the command after this")
+    expect_exit_code: int = Field(0, ge=0, le=255, description="The exit code that is success")
+
+
+class JudgeInput(ArmInput):
+    """Judge earlier steps' outputs against criteria."""
+
+    criteria: list[Item] = Field(
+        min_length=1, max_length=MAX_ITEMS, description="What the outputs must satisfy"
+    )
+    inputs_from: list[StepNumber] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="The steps whose outputs are judged (earlier steps this one depends on)",
+    )
+
+
+class GuardianInput(ArmInput):
+    """Check safety and policy."""
+
+    checks: list[Item] = Field(
+        min_length=1, max_length=MAX_ITEMS, description="The safety or policy checks to run"
+    )
+    target: Text | None = Field(
+        None, description="What to check: an earlier output ({{steps.N.output}}) or a description"
+    )
+
+
+class PlannerInput(ArmInput):
+    """Plan a sub-goal."""
+
+    goal: Text = Field(description="The sub-goal to plan")
+
+
+class GenericInput(ArmInput):
+    """The input of a configured arm that has no model of its own."""
+
+    instruction: Text = Field(description="What the arm should do")
+    inputs_from: list[StepNumber] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="The steps whose outputs this step reads",
+    )
+
+
+INPUT_MODELS: Mapping[str, type[ArmInput]] = {
+    "retriever": RetrieverInput,
+    "coder": CoderInput,
+    "executor": ExecutorInput,
+    "judge": JudgeInput,
+    "guardian": GuardianInput,
+    "planner": PlannerInput,
+}
+
+
+def input_model(arm: str) -> type[ArmInput]:
+    """The input model of `arm`: its own, or GenericInput for an arm configured by name only."""
+    return INPUT_MODELS.get(arm, GenericInput)
+
+
+@cache
+def _schema(model: type[ArmInput]) -> dict[str, Any]:
+    return model.model_json_schema()
+
+
+def input_schema(arm: str) -> dict[str, Any]:
+    """The JSON Schema of `arm`'s input (a fresh copy: callers may change it)."""
+    return copy.deepcopy(_schema(input_model(arm)))
+
+
+def check_input(arm: str, data: object, earlier: frozenset[int]) -> dict[str, Any]:
+    """`data` as a valid input of `arm` (defaults filled, unknown fields dropped), or
+    PlanValidationError `invalid_input` listing every problem. `earlier` holds the steps this
+    step depends on, directly or not: the only outputs it may refer to."""
+    if not isinstance(data, dict):
+        detail = f"the input must be a JSON object, not {type(data).__name__}"
+        raise PlanValidationError(detail, code="invalid_input", errors=[detail])
+    model = input_model(arm)
+    known = {key: value for key, value in data.items() if key in model.model_fields}
+    try:
+        value: dict[str, Any] = model.model_validate(known).model_dump(mode="json")
+    except ValidationError as error:
+        problems = [
+            f"{'.'.join(str(part) for part in item['loc']) or 'input'}: {item['msg']}"
+            for item in error.errors()
+        ]
+        raise PlanValidationError(
+            "; ".join(problems), code="invalid_input", errors=problems
+        ) from None
+    problems = reference_problems(value, earlier)
+    if problems:
+        raise PlanValidationError("; ".join(problems), code="invalid_input", errors=problems)
+    return value

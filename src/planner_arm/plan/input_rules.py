@@ -1,0 +1,122 @@
+"""The rule-based input of a step: always valid against its arm's schema, no model needed.
+
+Derived from the step alone: its action, acceptance criteria, arm and dependencies. The
+executor's command is a command-looking span of the action (in backticks or quotes, or after
+"run"), else a harmless `echo` that says what to do, so a rule never invents a command that
+changes anything. Outputs are named only of steps the step depends on.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from planner_arm.plan.arm_inputs import MAX_ITEM_CHARS, MAX_TEXT_CHARS, check_input
+from planner_arm.plan.input_refs import reference
+from planner_arm.plan.schemas import PlanStep
+
+_QUOTED = re.compile(r"`([^`\n]{2,200})`|\"([^\"\n]{2,200})\"|'([^'\n]{2,200})'")
+_RUN = re.compile(
+    r"\b(?:run|execute|invoke)\s+((?:pytest|python3?|npm|yarn|pnpm|make|cargo|go|mvn|gradle|"
+    r"docker|kubectl|pip|uv|tox|ruff|mypy|bash|sh|node|git|dotnet|bundle|rake)\b[^,;.\n]*)",
+    re.I,
+)
+_COMMAND_WORDS = re.compile(r"^[\w./-]+(\s|$)")
+_FILE = re.compile(
+    r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.(?:py|js|ts|tsx|jsx|go|rs|java|kt|rb|"
+    r"php|c|h|cpp|hpp|cs|swift|scala|sql|sh|yaml|yml|json|toml|md|html|css))\b"
+)
+_LANGUAGES = {
+    "py": "python", "js": "javascript", "jsx": "javascript", "ts": "typescript",
+    "tsx": "typescript", "go": "go", "rs": "rust", "java": "java", "kt": "kotlin",
+    "rb": "ruby", "php": "php", "c": "c", "h": "c", "cpp": "cpp", "hpp": "cpp", "cs": "csharp",
+    "swift": "swift", "scala": "scala", "sql": "sql", "sh": "bash",
+}  # fmt: skip
+_LANGUAGE_WORDS = re.compile(
+    r"\b(python|javascript|typescript|golang|rust|java|kotlin|ruby|php|swift|scala|sql|bash)\b",
+    re.I,
+)
+_BRACE_PAIR = re.compile(r"\{(?=\{)")
+_MIN_TIMEOUT, _MAX_TIMEOUT = 60, 3_600
+_NO_TEXT = "Carry out the step as planned"
+
+
+def _cut(text: str, limit: int) -> str:
+    # A template in the step's own text is not a reference this rule made: keep its words.
+    text = " ".join(_BRACE_PAIR.sub("{ ", text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _text(action: str) -> str:
+    return _cut(action, MAX_TEXT_CHARS) or _NO_TEXT
+
+
+def _items(texts: list[str]) -> list[str]:
+    items = [_cut(text, MAX_ITEM_CHARS) for text in texts]
+    return [item for item in items if item][:50]
+
+
+def _outputs(step: PlanStep) -> str:
+    return ", ".join(reference(number) for number in step.depends_on)
+
+
+def command_in(action: str) -> str | None:
+    """A command the action spells out, if it spells one out."""
+    for match in _QUOTED.finditer(action):
+        text = next(group for group in match.groups() if group)
+        if _COMMAND_WORDS.match(text.strip()) and " " in text.strip():
+            return text.strip()
+    found = _RUN.search(action)
+    return found.group(1).strip() if found else None
+
+
+def _files(action: str) -> list[str]:
+    return list(dict.fromkeys(match.group(1) for match in _FILE.finditer(action)))[:50]
+
+
+def _language(action: str, files: list[str]) -> str | None:
+    for name in files:
+        language = _LANGUAGES.get(name.rsplit(".", 1)[-1].lower())
+        if language:
+            return language
+    word = _LANGUAGE_WORDS.search(action)
+    if word is None:
+        return None
+    language = word.group(1).lower()
+    return "go" if language == "golang" else language
+
+
+def _raw_input(step: PlanStep) -> dict[str, Any]:
+    action, arm = step.action, step.required_arm
+    criteria = _items(step.acceptance_criteria) or [_cut(action, MAX_ITEM_CHARS) or _NO_TEXT]
+    if arm == "retriever":
+        return {"query": _text(action), "sources": [], "top_k": 5}
+    if arm == "coder":
+        files = _files(action)
+        instruction = _text(action)
+        if step.depends_on:
+            uses = _outputs(step)
+            instruction = f"{_cut(instruction, MAX_TEXT_CHARS - len(uses) - 8)}\nUse: {uses}"
+        return {"instruction": instruction, "language": _language(action, files),
+                "files": files}  # fmt: skip
+    if arm == "executor":
+        command = command_in(_cut(action, MAX_TEXT_CHARS))
+        command = command or f"echo {shlex.quote('To do: ' + _cut(action, 300))}"
+        timeout = min(_MAX_TIMEOUT, max(_MIN_TIMEOUT, 2 * step.estimated_duration_seconds))
+        return {"command": _cut(command, MAX_TEXT_CHARS), "working_dir": ".",
+                "timeout_seconds": timeout, "expect_exit_code": 0}  # fmt: skip
+    if arm == "judge":
+        return {"criteria": criteria, "inputs_from": list(step.depends_on)}
+    if arm == "guardian":
+        target = _outputs(step) if step.depends_on else _cut(action, MAX_TEXT_CHARS)
+        return {"checks": criteria, "target": target}
+    if arm == "planner":
+        return {"goal": _text(action)}
+    return {"instruction": _text(action), "inputs_from": list(step.depends_on)}
+
+
+def rule_input(step: PlanStep) -> dict[str, Any]:
+    """A valid input for `step`, whatever its arm (a configured arm gets GenericInput's)."""
+    # Checked like a model's answer: a rule that broke the schema is a bug worth a loud error.
+    return check_input(step.required_arm, _raw_input(step), frozenset(step.depends_on))
