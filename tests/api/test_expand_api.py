@@ -133,7 +133,11 @@ async def test_without_a_model_every_expansion_is_rule_based_and_can_go_deeper()
     assert_expanded(once.json())
     assert_expanded(twice.json(), expansions=2)
     assert twice.json()["version"] == 3
-    assert twice.json()["metadata"]["warnings"] == []
+    # The answer says why the rules planned the sub-plan, once.
+    warnings = twice.json()["metadata"]["warnings"]
+    assert [(w["code"], w["detail"].split(":")[0]) for w in warnings] == [
+        ("fallback_used", "llm_disabled")
+    ]
     assert {
         s["parent"] for s in twice.json()["plan"] if s["step"] in twice.json()["diff"]["added"]
     } == {str(new_step)}

@@ -171,7 +171,10 @@ async def test_without_a_model_phases_and_sub_plans_are_rule_based() -> None:
         body = (await client.post("/plan", json=GOAL)).json()
     assert_hierarchical(body)
     assert body["metadata"]["source"] == "fallback"
-    assert body["metadata"]["warnings"] == []
+    # The answer says why the rules planned it, once.
+    assert [(w["code"], w["detail"].split(":")[0]) for w in body["metadata"]["warnings"]] == [
+        ("fallback_used", "llm_disabled")
+    ]
     expanded = [node for node in body["tree"] if node["children"]]
     assert len(expanded) == len(body["tree"]) - 1  # every phase but the final check
     assert len(body["plan"]) > len(body["tree"])

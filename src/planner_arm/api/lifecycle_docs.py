@@ -22,7 +22,13 @@ IDEMPOTENCY_KEY_HEADER = header_parameter(
     "the stored answer again (same plan_id, no model call), also from another replica and "
     "while the first is still planning. The same key with another body is a 422. Printable "
     f"ASCII, at most {MAX_IDEMPOTENCY_KEY_CHARS} characters.",
-    {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY_CHARS},
+    # HTTP drops spaces around a header value, so a key starts and ends with a visible one.
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_IDEMPOTENCY_KEY_CHARS,
+        "pattern": r"^[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?$",
+    },
 )
 
 _BAD_KEY = error_doc(

@@ -106,8 +106,8 @@ class SubPlanner:
             code = _FAILURE_CODES.get(failure.reason, "llm_unavailable")
             raise PlanningFailed(failure.detail, code=code, errors=failure.errors)
         self.planner.metrics.fallbacks.labels(failure.reason).inc()
-        if failure.reason != "llm_disabled":
-            spend.warn_once(f"fallback_used: {failure.reason}: {failure.detail}")
+        # With no model at all the answer says so too: a caller should not have to guess.
+        spend.warn_once(f"fallback_used: {failure.reason}: {failure.detail}")
 
     def rule_based(
         self,
