@@ -130,7 +130,9 @@ def test_text_that_looks_like_a_reference_is_not_passed_on_as_one() -> None:
 ARMS = [*INPUT_MODELS, "translator", "ops-bot"]
 
 
-@settings(max_examples=300, deadline=None)
+# derandomize: the same cases every run, so CI does not depend on luck; the case that once
+# found a blank guardian target is pinned below.
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(
     arm=st.sampled_from(ARMS),
     action=st.text(min_size=1, max_size=6000),
@@ -145,6 +147,13 @@ def test_the_rule_input_is_valid_for_any_step_of_any_arm(
                         depends_on=deps, estimated_duration_seconds=seconds)  # fmt: skip
     value = rule_input(the_step)
     assert check_input(arm, value, frozenset(deps)) == value
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_an_action_of_blanks_still_gets_a_valid_input(arm: str) -> None:
+    blank = PlanStep(step=1, action=" \u3000 ", required_arm=arm, acceptance_criteria=[" "])
+    value = rule_input(blank)
+    assert check_input(arm, value, frozenset()) == value
 
 
 def test_a_long_chain_is_walked_without_recursion() -> None:

@@ -109,7 +109,7 @@ def _raw_input(step: PlanStep) -> dict[str, Any]:
     if arm == "judge":
         return {"criteria": criteria, "inputs_from": list(step.depends_on)}
     if arm == "guardian":
-        target = _outputs(step) if step.depends_on else _cut(action, MAX_TEXT_CHARS)
+        target = _outputs(step) if step.depends_on else _text(action)
         return {"checks": criteria, "target": target}
     if arm == "planner":
         return {"goal": _text(action)}
