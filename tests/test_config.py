@@ -148,3 +148,26 @@ planning:
     settings = load_settings()
     assert settings.model.provider == "openai"
     assert settings.planning.require_dependency_check is False
+
+
+def test_which_source_wins_when_two_name_one_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The README's order: table variables, then PLANNER_<SECTION>__<FIELD>, then the file;
+    of two table variables for one setting, the LLM_ one."""
+    config = tmp_path / "planner.yaml"
+    config.write_text("model:\n  name: from-file\n  temperature: 0.1\n")
+    monkeypatch.setenv("PLANNER_CONFIG", str(config))
+    monkeypatch.setenv("PLANNER_MODEL__NAME", "from-nested")
+    monkeypatch.setenv("PLANNER_MODEL__TEMPERATURE", "0.2")
+    monkeypatch.setenv("LLM_MODEL", "from-table")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    monkeypatch.setenv("LLM_API_KEY", "sk-llm")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://openai.invalid/v1")
+    monkeypatch.setenv("LLM_BASE_URL", "http://llm.invalid/v1")
+    settings = load_settings()
+    assert settings.model.name == "from-table"
+    assert settings.model.temperature == 0.2  # no table variable: the nested one beats the file
+    assert settings.api_key is not None
+    assert settings.api_key.get_secret_value() == "sk-llm"
+    assert settings.model.base_url == "http://llm.invalid/v1"
