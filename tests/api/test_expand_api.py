@@ -183,3 +183,32 @@ async def _previous(client: httpx.AsyncClient) -> dict[str, Any]:
     response = await client.post("/plan/validate", json={"plan": good_plan()["plan"]})
     plan: dict[str, Any] = response.json()["plan"]
     return plan
+
+
+async def test_expanding_a_specialized_plan_leaves_no_input_naming_the_replaced_step() -> None:
+    """The steps after the replaced one read its output; once it is gone their inputs are
+    made again, and the new steps get one too: every input of the answer holds."""
+    from planner_arm.plan.arm_inputs import check_input
+    from planner_arm.plan.input_refs import earlier_steps
+    from planner_arm.plan.schemas import PlanStep
+
+    async with running_app(make_settings(llm=False)) as client:
+        first = await client.post("/plan", json={**GOAL, "specialize": True})
+        assert first.status_code == 200, first.text
+        assert any("{{steps.2.output}}" in json.dumps(s["input"]) for s in first.json()["plan"])
+        expanded = await client.post(
+            "/plan/expand", json={**GOAL, "plan_id": first.json()["plan_id"], "step": 2}
+        )
+        asked = await client.post(
+            "/plan/expand",
+            json={**GOAL, "plan_id": (await planned(client))["plan_id"], "step": 2,
+                  "specialize": True},
+        )  # fmt: skip
+    for response in (expanded, asked):
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert_expanded(body)
+        earlier = earlier_steps([PlanStep.model_validate(s) for s in body["plan"]])
+        for step in body["plan"]:
+            assert step["input"] is not None, step
+            check_input(step["required_arm"], step["input"], earlier[step["step"]])

@@ -108,6 +108,30 @@ async def test_fallback_plans_are_never_cached(
     assert second["metadata"]["source"] == "llm"
 
 
+async def test_a_plan_partly_made_by_rule_after_model_failures_is_not_cached(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    """The phases came from the model but a node's calls failed: the next request asks the
+    model again instead of getting the degraded plan for the cache's TTL."""
+    calls = 0
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return answer(good_plan()) if calls in (1, 5) else httpx.Response(401, json={})
+
+    chat_route.side_effect = reply
+    body = {**GOAL, "strategy": "hierarchical"}
+    async with running_app(make_settings(), fake_clock) as client:
+        first = (await client.post("/plan", json=body)).json()
+        called = chat_route.call_count
+        second = (await client.post("/plan", json=body)).json()
+    assert first["metadata"]["source"] == "llm"
+    assert "fallback_used" in {w["code"] for w in first["metadata"]["warnings"]}
+    assert second["metadata"]["source"] == "llm"  # planned again, not "cache"
+    assert chat_route.call_count > called
+
+
 async def test_cache_can_be_switched_off(chat_route: respx.Route) -> None:
     chat_route.return_value = answer(good_plan())
     async with running_app(make_settings(cache={"enabled": False})) as client:

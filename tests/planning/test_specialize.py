@@ -255,3 +255,22 @@ async def test_the_deadline_already_spent_means_rule_inputs_at_once(
     assert chat_route.call_count == 0
     assert {note.code for note in filled.metadata.warnings} == {"input_by_rule"}
     assert len(filled.metadata.warnings) == 4
+
+
+async def test_steps_filled_at_once_never_spend_past_max_llm_usd(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    """Four steps ask the model side by side: each call's likely cost is set aside before it
+    is made, so together they stay within the caller's max_llm_usd."""
+    from planner_arm.plan.schemas import Budget
+
+    # Each call costs 0.003 (2000 output tokens at 1.5 $/M), a little under its estimate.
+    chat_route.return_value = answer({}, prompt_tokens=0, completion_tokens=2000)
+    specializer = build(fake_clock)
+    budget = Budget(max_llm_usd=0.007)
+    result = await specializer.specialize(four_steps(), GOAL, specializer.deadline(), budget)
+    assert result.estimated_cost.llm_usd <= 0.007
+    assert 1 <= chat_route.call_count <= 2
+    reasons = [w.detail for w in result.metadata.warnings if w.code == "input_by_rule"]
+    assert len(reasons) == 4
+    assert any("spend_budget" in reason for reason in reasons)

@@ -79,4 +79,4 @@ def call_within_budget(spend: Spend, budget: Budget | None, next_call_usd: float
     the planner then stops calling models (and the rule-based planner answers)."""
     if budget is None or budget.max_llm_usd is None:
         return True
-    return spend.usd + next_call_usd <= budget.max_llm_usd
+    return spend.usd + spend.reserved + next_call_usd <= budget.max_llm_usd

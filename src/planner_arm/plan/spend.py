@@ -19,6 +19,8 @@ class Spend:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     usd: float = 0.0
+    # The likely cost of calls in flight, set aside so calls made at once see each other.
+    reserved: float = 0.0
     warnings: list[str] = field(default_factory=list)
 
     def warn_once(self, text: str) -> None:

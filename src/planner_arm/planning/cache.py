@@ -64,6 +64,25 @@ def request_key(request: PlanRequest, fingerprint: str) -> str:
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
+# Parts of a model plan made by rule because a call failed or the deadline came (a node of a
+# hierarchical plan, an input): like a fallback plan, it is not what the next request gets.
+_TRANSIENT = ("deadline", "llm_unavailable", "circuit_open", "saturated")
+
+
+def cacheable(response: PlanResponse) -> bool:
+    """A model plan none of whose parts stood in for a model that failed or ran out of time."""
+    if response.metadata.source != "llm":
+        return False
+    for warning in response.metadata.warnings:
+        if warning.code == "fallback_used":
+            return False
+        if warning.code in ("node_not_expanded", "input_by_rule") and any(
+            word in warning.detail for word in _TRANSIENT
+        ):
+            return False
+    return True
+
+
 class PlanCache:
     """Least-recently-used entries, each good for `ttl` seconds on the injected clock."""
 
@@ -187,7 +206,7 @@ class CachingPlanner:
         self, key: str, request: PlanRequest, request_id: str, listener: PlanListener | None
     ) -> PlanResponse:
         response = await self._planner.plan(request, request_id, listener)
-        if response.metadata.source == "llm":
+        if cacheable(response):
             await self._keep(key, response)
         return response
 

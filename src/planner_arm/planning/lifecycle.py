@@ -184,7 +184,14 @@ class PlanLifecycle:
                 )
             expander = Expander(self._planner)
             expander.check(request, previous)  # refuse a bad request before any model call
+            deadline = self._specializer.deadline()  # the inputs are filled within it too
             response = await expander.expand(request, previous, request_id)
+            # A plan with inputs keeps them whole: the new steps get one, and the inputs
+            # that read the replaced step's output are made again (`input_replaced`).
+            if request.specialize or any(step.input is not None for step in previous.plan):
+                response = await self._specializer.specialize(
+                    response, request.goal, deadline, request.budget
+                )
             return await self._stored(response, request)
 
         return await self._idempotency.run("expand", idempotency_key, request, run, request_id)

@@ -46,3 +46,20 @@ def spend_allows(
     price = price_for(model, settings.pricing)
     estimate = estimate_call_usd(spend, prompt_chars, settings.model.max_tokens, price)
     return call_within_budget(spend, budget, estimate)
+
+
+def reserve_call(
+    model: str, messages: list[Message], spend: Spend, budget: Budget | None, settings: Settings
+) -> float | None:
+    """For calls made side by side: the next call's likely cost, set aside in
+    `spend.reserved` (the caller gives it back once the call is paid); None when it would take
+    the spend, with what the calls in flight set aside, past max_llm_usd."""
+    if budget is None or budget.max_llm_usd is None:
+        return 0.0
+    prompt_chars = sum(len(message["content"]) for message in messages)
+    price = price_for(model, settings.pricing)
+    estimate = estimate_call_usd(spend, prompt_chars, settings.model.max_tokens, price)
+    if not call_within_budget(spend, budget, estimate):
+        return None
+    spend.reserved += estimate
+    return estimate

@@ -29,7 +29,7 @@ from planner_arm.plan.arm_inputs import check_input, input_model, input_schema
 from planner_arm.plan.input_rules import rule_input
 from planner_arm.plan.schemas import Budget, PlanStep
 from planner_arm.plan.spend import Spend
-from planner_arm.planning.plan_budget import spend_allows
+from planner_arm.planning.plan_budget import reserve_call
 from planner_arm.planning.planner import PlannerArm
 
 InputSource = Literal["llm", "rule"]
@@ -138,7 +138,9 @@ class InputFiller:
                     if models_after:
                         break
                     return "deadline: the request deadline passed"
-                if not spend_allows(model, messages, spend, budget, self._settings):
+                # Set aside: the plan's other steps ask the model at the same time.
+                reserved = reserve_call(model, messages, spend, budget, self._settings)
+                if reserved is None:
                     return "spend_budget: the next call would pass budget.max_llm_usd"
                 calls_left -= 1
                 try:
@@ -168,6 +170,8 @@ class InputFiller:
                     if not await self._planner.policy.wait(decision.wait, deadline):
                         return "deadline: the request deadline passed"
                     continue
+                finally:
+                    spend.reserved -= reserved  # paid now (GuardedLLM added the cost), or never
                 try:
                     value = self._read(completion, step, target.earlier_ids)
                 except (PlanParseError, InputInvalid) as problem:
