@@ -143,6 +143,22 @@ async def test_without_a_model_every_expansion_is_rule_based_and_can_go_deeper()
     } == {str(new_step)}
 
 
+async def test_a_rule_based_sub_plan_details_the_step_without_redoing_the_others() -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        first = await planned(client)
+        expanded = (
+            await client.post("/plan/expand", json={**GOAL, "plan_id": first["plan_id"], "step": 2})
+        ).json()
+    assert_expanded(expanded)
+    replaced = next(step for step in first["plan"] if step["step"] == 2)
+    others = {step["action"] for step in first["plan"] if step["step"] != 2}
+    added = [step for step in expanded["plan"] if step["step"] in expanded["diff"]["added"]]
+    for step in added:
+        assert replaced["action"].rstrip(".") in step["action"], step["action"]
+        assert step["action"] not in others
+    assert set(replaced["acceptance_criteria"]) <= set(added[-1]["acceptance_criteria"])
+
+
 async def test_the_same_idempotency_key_expands_once(chat_route: respx.Route) -> None:
     chat_route.side_effect = [answer(sub_plan())]
     async with running_app(make_settings()) as client:

@@ -23,8 +23,8 @@ from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.final_check import JUDGE_ARM
 from planner_arm.plan.schemas import PlanRequest, PlanStep
 from planner_arm.plan.spend import Spend
+from planner_arm.plan.step_detail import step_detail
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
-from planner_arm.planning.fallback import fallback_plan
 from planner_arm.planning.planner import Conversation, ModelFailure, PlannerArm
 
 # Checks a sub-plan's steps in their place (the budget of the whole plan); raises
@@ -117,15 +117,15 @@ class SubPlanner:
         fits: Callable[[list[PlanStep]], bool] = lambda steps: True,
     ) -> tuple[SubPlan, bool]:
         """The rule-based sub-plan with the most steps that `fits`, or the smallest one;
-        and whether it fits. Its final check carries the step's criteria."""
-        planning = self.planner.settings.planning
-        criteria = [*request.constraints, *task.step.acceptance_criteria]
+        and whether it fits. Its final check carries the step's criteria and the constraints."""
+        # The step's own detail (plan/step_detail.py), not a plan of the whole goal again:
+        # gather, one part of the work per criterion, the check; fewer parts to fit.
+        wanted = 2 + len(task.step.acceptance_criteria)
+        natural = max(rules.min_steps, min(rules.max_steps, wanted))
+        arm_ids = self.planner.resolver.arm_ids
         best: SubPlan | None = None
-        for size in range(rules.max_steps, rules.min_steps - 1, -1):
-            fitted = planning.model_copy(update={"max_steps": size})
-            draft = fallback_plan(
-                task.step.action, criteria, {}, planning=fitted, resolver=self.planner.resolver
-            )
+        for size in range(natural, rules.min_steps - 1, -1):
+            draft = step_detail(task.step, request.constraints, arm_ids=arm_ids, size=size)
             best = SubPlan(draft, validate_plan(draft, rules), "fallback", None)
             if fits(best.valid.steps):
                 return best, True
