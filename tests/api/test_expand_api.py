@@ -228,3 +228,14 @@ async def test_expanding_a_specialized_plan_leaves_no_input_naming_the_replaced_
         for step in body["plan"]:
             assert step["input"] is not None, step
             check_input(step["required_arm"], step["input"], earlier[step["step"]])
+
+
+async def test_a_step_of_an_iterative_stage_is_not_expanded() -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        stage = (await client.post("/plan", json={**GOAL, "strategy": "iterative"})).json()
+        refused = await client.post(
+            "/plan/expand", json={**GOAL, "plan_id": stage["plan_id"], "step": 1}
+        )
+    assert stage["complete"] is False
+    assert_error_body(refused, 422, "step_not_expandable")
+    assert "replan_steps" in refused.json()["detail"]

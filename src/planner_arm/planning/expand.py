@@ -38,6 +38,14 @@ class Expander:
     def check(self, request: ExpandRequest, previous: PlanResponse) -> PlanRules:
         """The sub-plan's rules; raises ExpandRejected or BudgetExceeded before any model call."""
         expandable_step(previous.plan, request.step, self.planner.rules)
+        if not previous.complete:
+            # An iterative answer holds the steps that can start now; a sub-plan would add a
+            # chain of steps that cannot, and the next round plans the rest anyway.
+            raise ExpandRejected(
+                "an iterative plan holds only its next stage: to plan a step of it in more "
+                "detail, /replan with the step in replan_steps and strategy iterative",
+                code="step_not_expandable",
+            )
         rules = self.planner.rules
         others = len(previous.plan) - 1
         cap = self.planner.settings.expansion.max_plan_steps
