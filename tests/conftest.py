@@ -17,7 +17,7 @@ import respx
 from planner_arm.clock import Clock
 from planner_arm.config import ENV_FIELDS, Settings, load_settings
 from redis_server import RedisServer
-from stub_llm import PLAN, completion
+from stub_llm import PLAN, StubLLM, completion
 
 LLM_BASE_URL = "http://llm.test/v1"
 CHAT_URL = f"{LLM_BASE_URL}/chat/completions"
@@ -125,6 +125,14 @@ async def running_app(
 @pytest.fixture
 def app_client_factory() -> Callable[..., Any]:
     return running_app
+
+
+@pytest.fixture
+def stub() -> Iterator[StubLLM]:
+    """A real OpenAI-compatible stub model on loopback (tests/stub_llm.py), for the tests
+    that start the service as a process; script it with `stub.script(...)`."""
+    with StubLLM() as model:
+        yield model
 
 
 @pytest.fixture(scope="session")

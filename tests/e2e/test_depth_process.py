@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from test_server_process import free_port, start_service
+from test_server_process import serving
 
 from error_shape import assert_error_body
 from invariants import assert_valid_plan
@@ -19,32 +19,14 @@ pytestmark = pytest.mark.slow
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
 
 
-def serve(env: dict[str, str]) -> Iterator[httpx.Client]:
-    port = free_port()
-    process, _, reader = start_service(port, env)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=15) as http:
-            yield http
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-        reader.join(timeout=5)
-
-
-@pytest.fixture
-def stub() -> Iterator[StubLLM]:
-    with StubLLM() as model:
-        yield model
-
-
 @pytest.fixture
 def client(stub: StubLLM) -> Iterator[httpx.Client]:
-    yield from serve({"OPENAI_BASE_URL": stub.base_url})
+    yield from serving({"OPENAI_BASE_URL": stub.base_url}, timeout=15)
 
 
 @pytest.fixture
 def no_model_client() -> Iterator[httpx.Client]:
-    yield from serve({})
+    yield from serving({}, timeout=15)
 
 
 def test_a_hierarchical_plan_costs_one_call_plus_one_per_phase(

@@ -33,12 +33,6 @@ Serve = Callable[..., str]
 
 
 @pytest.fixture
-def stub() -> Iterator[StubLLM]:
-    with StubLLM() as server:
-        yield server
-
-
-@pytest.fixture
 def serve(stub: StubLLM) -> Iterator[Serve]:
     """Starts the service against `stub` with extra environment and stops it after the test.
 

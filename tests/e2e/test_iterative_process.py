@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_server_process import free_port, start_service
+from test_server_process import serving
 
 from invariants import assert_valid_plan
 from sse import parse_sse
@@ -20,24 +20,6 @@ from stub_llm import Reply, Streamed, StubLLM
 pytestmark = pytest.mark.slow
 
 ITERATIVE = {"goal": "Fix authentication bug and add tests", "strategy": "iterative"}
-
-
-def serving(env: dict[str, str]) -> Iterator[httpx.Client]:
-    port = free_port()
-    process, _, reader = start_service(port, env)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            yield http
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-        reader.join(timeout=5)
-
-
-@pytest.fixture
-def stub() -> Iterator[StubLLM]:
-    with StubLLM() as model:
-        yield model
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from test_server_process import free_port, start_service
+from test_server_process import serving
 
 from error_shape import assert_error_body
 from invariants import assert_valid_plan
@@ -20,22 +20,8 @@ GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No sche
 
 
 @pytest.fixture
-def stub() -> Iterator[StubLLM]:
-    with StubLLM() as model:
-        yield model
-
-
-@pytest.fixture
 def client(stub: StubLLM) -> Iterator[httpx.Client]:
-    port = free_port()
-    process, _, reader = start_service(port, {"OPENAI_BASE_URL": stub.base_url})
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            yield http
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-        reader.join(timeout=5)
+    yield from serving({"OPENAI_BASE_URL": stub.base_url})
 
 
 def test_an_orchestrators_loop_over_real_http(client: httpx.Client, stub: StubLLM) -> None:

@@ -26,12 +26,6 @@ from stub_llm import Held, StubLLM
 STARTUP_SECONDS = 30
 
 
-@pytest.fixture
-def stub() -> Iterator[StubLLM]:
-    with StubLLM() as model:
-        yield model
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -76,6 +70,19 @@ def start_service(
         seen.append(line)
         if "Application startup complete" in line:
             return process, lines, reader
+
+
+def serving(env: dict[str, str], timeout: float = 10) -> Iterator[httpx.Client]:
+    """A service process with `env`, and a client of it; stopped when the client is done.
+    For fixtures: `yield from serving({...})`."""
+    port = free_port()
+    process, _, reader = start_service(port, env)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=timeout) as http:
+            yield http
+    finally:
+        stop_services([process])
+        reader.join(timeout=5)
 
 
 @pytest.fixture

@@ -45,12 +45,6 @@ Replicas = Callable[[str, int], list[str]]
 
 
 @pytest.fixture
-def stub() -> Iterator[StubLLM]:
-    with StubLLM() as server:
-        yield server
-
-
-@pytest.fixture
 def replicas(stub: StubLLM) -> Iterator[Replicas]:
     """`start(store_url, n)`: n service processes sharing the store at `store_url`, each warmed
     up with one plan; the stub then forgets those calls. Every process is stopped after."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from test_server_process import free_port, start_service
+from test_server_process import serving
 
 from error_shape import assert_error_body
 from invariants import assert_valid_plan
@@ -24,23 +24,9 @@ pytestmark = pytest.mark.slow
 GOAL = {"goal": "Fix authentication bug and add tests", "specialize": True}
 
 
-@pytest.fixture
-def stub() -> Iterator[StubLLM]:
-    with StubLLM() as model:
-        yield model
-
-
 def serve(env: dict[str, str]) -> Iterator[httpx.Client]:
-    port = free_port()
     # One step at a time, so the stub's script meets the steps in order.
-    process, _, reader = start_service(port, {"PLANNER_SPECIALIZE__MAX_CONCURRENCY": "1", **env})
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=15) as http:
-            yield http
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-        reader.join(timeout=5)
+    yield from serving({"PLANNER_SPECIALIZE__MAX_CONCURRENCY": "1", **env}, timeout=15)
 
 
 @pytest.fixture

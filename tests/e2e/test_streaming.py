@@ -17,8 +17,7 @@ from sse import check_reset_rule
 from stub_llm import PLAN_JSON, Hang, Streamed, StubLLM
 
 pytestmark = pytest.mark.slow
-# The fault scenarios' fixtures: the stub model, and the service started against it.
-stub = test_faults.stub
+# The fault scenarios' fixture: the service started against the stub model (conftest's).
 serve = test_faults.serve
 GOAL = {"goal": "Fix authentication bug and add tests", "options": {"use_cache": False}}
 SSE = {"accept": "text/event-stream"}
