@@ -16,16 +16,6 @@ from planner_arm.llm.prompts import (
     with_repair,
 )
 
-PLAN_STEP_FIELDS = (
-    "step",
-    "action",
-    "required_arm",
-    "acceptance_criteria",
-    "depends_on",
-    "estimated_cost_tier",
-    "estimated_duration_seconds",
-)
-
 
 def test_system_prompt_lists_arms_rules_and_shape() -> None:
     settings = load_settings(planning={"min_steps": 4, "max_steps": 6})
@@ -42,7 +32,8 @@ def test_system_prompt_lists_arms_rules_and_shape() -> None:
     # The shape is real JSON, and its step texts are placeholders a plan cannot reuse: a small
     # model copies example content into unrelated goals.
     shape = json.loads(text.splitlines()[-1])
-    step_fields = set(PLAN_STEP_FIELDS)
+    schema = plan_json_schema(settings.arm_ids, settings.planning)
+    step_fields = set(schema["properties"]["plan"]["items"]["required"])
     assert all(set(step) == step_fields for step in shape["plan"])
     texts = example_texts()
     assert texts

@@ -10,7 +10,7 @@ from planner_arm.api.expand_docs import EXPAND_RESPONSES
 from planner_arm.api.lifecycle_docs import IDEMPOTENCY_KEY_HEADER
 from planner_arm.api.openapi_docs import PLAN_REQUEST_ID_HEADER, operation_extra
 from planner_arm.api.planning_deps import JSONBodyRoute, idempotency_key, planning_services
-from planner_arm.api.request_context import use_request_id
+from planner_arm.api.request_context import request_id_for
 from planner_arm.api.state import Services
 from planner_arm.plan.expand_schemas import ExpandRequest
 from planner_arm.plan.schemas import PlanResponse
@@ -28,9 +28,7 @@ def expand_router(expand_model: type[ExpandRequest], keys_required: bool) -> API
     ) -> PlanResponse:
         """Replace one step of a plan by a sub-plan for it (a new version of the plan)."""
         _, lifecycle = planning
-        if body.request_id:
-            use_request_id(request.scope, body.request_id)
-        request_id: str = request.scope["state"]["request_id"]
+        request_id = request_id_for(request.scope, body.request_id)
         key = idempotency_key(request)
         return await lifecycle.expand(body, request_id, idempotency_key=key)
 

@@ -12,7 +12,7 @@ from planner_arm.api import lifecycle_docs as docs
 from planner_arm.api.openapi_docs import PLAN_REQUEST_ID_HEADER, REQUEST_ID_HEADER, operation_extra
 from planner_arm.api.plan_streaming import stream_format, streamed_plan
 from planner_arm.api.planning_deps import JSONBodyRoute, idempotency_key, planning_services
-from planner_arm.api.request_context import use_request_id
+from planner_arm.api.request_context import request_id_for
 from planner_arm.api.state import Services
 from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanResponse
@@ -21,13 +21,6 @@ from planner_arm.planning.lifecycle import PlanLifecycle
 from planner_arm.planning.plan_stream import PlanStream
 
 PlanningDep = Annotated[tuple[Services, PlanLifecycle], Depends(planning_services)]
-
-
-def _request_id(request: Request, given: str | None) -> str:
-    if given:
-        use_request_id(request.scope, given)
-    request_id: str = request.scope["state"]["request_id"]
-    return request_id
 
 
 def lifecycle_router(replan_model: type[ReplanRequest], keys_required: bool) -> APIRouter:
@@ -39,7 +32,7 @@ def lifecycle_router(replan_model: type[ReplanRequest], keys_required: bool) -> 
     ) -> ValidateResponse:
         """Check an edited plan without calling a model: every problem at once."""
         _, lifecycle = planning
-        return lifecycle.validate(body, _request_id(request, body.request_id))
+        return lifecycle.validate(body, request_id_for(request.scope, body.request_id))
 
     async def replan(
         body: ReplanRequest, request: Request, planning: PlanningDep
@@ -47,7 +40,7 @@ def lifecycle_router(replan_model: type[ReplanRequest], keys_required: bool) -> 
         """Revise a plan after a failure or a change, keeping the finished steps."""
         services, lifecycle = planning
         key = idempotency_key(request)
-        request_id = _request_id(request, body.request_id)
+        request_id = request_id_for(request.scope, body.request_id)
         kind = stream_format(request)
         if kind is None:
             return await lifecycle.replan(body, request_id, idempotency_key=key)

@@ -28,6 +28,15 @@ def use_request_id(scope: Scope | dict[str, Any], request_id: str) -> None:
     structlog.contextvars.bind_contextvars(request_id=request_id)
 
 
+def request_id_for(scope: Scope | dict[str, Any], given: str | None) -> str:
+    """The request's id: the body's `request_id` when it has one (then used from now on),
+    else the one the middleware chose from the header or made."""
+    if given:
+        use_request_id(scope, given)
+    request_id: str = scope["state"]["request_id"]
+    return request_id
+
+
 def _header_value(scope: Scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name == REQUEST_ID_HEADER:

@@ -13,7 +13,7 @@ from planner_arm.api import openapi_docs as docs
 from planner_arm.api.lifecycle_docs import IDEMPOTENCY_KEY_HEADER, PLAN_WITH_KEY_RESPONSES
 from planner_arm.api.plan_streaming import stream_format, streamed_plan
 from planner_arm.api.planning_deps import JSONBodyRoute, idempotency_key, planning_services
-from planner_arm.api.request_context import use_request_id
+from planner_arm.api.request_context import request_id_for
 from planner_arm.api.state import Services, get_services, service_version
 from planner_arm.errors import NotReady
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE
@@ -48,9 +48,7 @@ def planning_router(request_model: type[PlanRequest], keys_required: bool) -> AP
         plan_request = body
         key = idempotency_key(request)
         no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
-        if plan_request.request_id:
-            use_request_id(request.scope, plan_request.request_id)
-        request_id: str = request.scope["state"]["request_id"]
+        request_id = request_id_for(request.scope, plan_request.request_id)
         use_cache = plan_request.options.use_cache and not no_cache
         kind = stream_format(request)
         if kind is None:

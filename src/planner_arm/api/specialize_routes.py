@@ -15,7 +15,7 @@ from planner_arm.api.openapi_docs import (
     operation_extra,
 )
 from planner_arm.api.planning_deps import JSONBodyRoute, planning_services
-from planner_arm.api.request_context import use_request_id
+from planner_arm.api.request_context import request_id_for
 from planner_arm.api.state import Services
 from planner_arm.plan.specialize_schemas import SpecializeRequest, SpecializeResponse
 from planner_arm.planning.lifecycle import PlanLifecycle
@@ -69,13 +69,6 @@ SPECIALIZE_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _request_id(request: Request, given: str | None) -> str:
-    if given:
-        use_request_id(request.scope, given)
-    request_id: str = request.scope["state"]["request_id"]
-    return request_id
-
-
 def specialize_router(keys_required: bool) -> APIRouter:
     """POST /plan/specialize, behind the API key."""
     router = APIRouter(route_class=JSONBodyRoute)
@@ -86,7 +79,7 @@ def specialize_router(keys_required: bool) -> APIRouter:
         """Fill one step's arm input: by the model, checked against the arm's schema, else
         by rule."""
         _, lifecycle = planning
-        return await lifecycle.specialize(body, _request_id(request, body.request_id))
+        return await lifecycle.specialize(body, request_id_for(request.scope, body.request_id))
 
     router.post(
         "/plan/specialize",
