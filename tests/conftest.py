@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,11 +14,18 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from hypothesis import settings as hypothesis_settings
 
 from planner_arm.clock import Clock
 from planner_arm.config import ENV_FIELDS, Settings, load_settings
 from redis_server import RedisServer
 from stub_llm import PLAN, StubLLM, completion
+
+# Under CI every property test draws the same cases each run, so a landing does not depend on
+# luck; on a developer's machine they draw new ones, to keep finding what CI would not.
+hypothesis_settings.register_profile("ci", derandomize=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 LLM_BASE_URL = "http://llm.test/v1"
 CHAT_URL = f"{LLM_BASE_URL}/chat/completions"
@@ -28,8 +36,6 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real-model-answers"
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests see only the variables they set, never the developer's or CI's."""
-    import os
-
     for name in [*ENV_FIELDS, "PLANNER_CONFIG"]:
         monkeypatch.delenv(name, raising=False)
     for name in list(os.environ):
