@@ -1,0 +1,58 @@
+"""A typed Python client of planner-arm, sync (`PlannerClient`) and async
+(`AsyncPlannerClient`), on httpx, with the service's own request and answer models.
+
+```python
+from planner_arm.client import PlannerClient
+
+with PlannerClient("http://localhost:8080", api_key=None) as planner:
+    plan = planner.plan("Fix authentication bug and add tests")
+```
+
+Errors are `PlannerError` subclasses (see `planner_arm.client.errors`). This package imports
+the service's models (`planner_arm.plan`), never the service itself.
+"""
+
+from __future__ import annotations
+
+from planner_arm.client.async_client import AsyncPlannerClient
+from planner_arm.client.errors import (
+    BudgetExceeded,
+    Conflict,
+    InvalidRequest,
+    PlannerError,
+    PlanNotFound,
+    ServerError,
+    TransportError,
+    Unauthorized,
+    Unavailable,
+)
+from planner_arm.client.events import PlanEvent
+from planner_arm.client.sync_client import PlannerClient
+from planner_arm.plan.replan_schemas import StepState
+from planner_arm.plan.schemas import Budget, PlanResponse, PlanStep
+from planner_arm.plan.service_schemas import CapabilitiesResponse, HealthResponse
+from planner_arm.plan.specialize_schemas import SpecializeResponse
+from planner_arm.plan.validate_schemas import ValidateResponse
+
+__all__ = [
+    "AsyncPlannerClient",
+    "Budget",
+    "BudgetExceeded",
+    "CapabilitiesResponse",
+    "Conflict",
+    "HealthResponse",
+    "InvalidRequest",
+    "PlanEvent",
+    "PlanNotFound",
+    "PlanResponse",
+    "PlanStep",
+    "PlannerClient",
+    "PlannerError",
+    "ServerError",
+    "SpecializeResponse",
+    "StepState",
+    "TransportError",
+    "Unauthorized",
+    "Unavailable",
+    "ValidateResponse",
+]
