@@ -17,7 +17,7 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 bash scripts/setup.sh dev
 echo "test: lint, format check, type check, then the test suite" >&2
-.venv/bin/ruff check src tests benchmarks scripts
-.venv/bin/ruff format --check src tests benchmarks scripts
+.venv/bin/ruff check src tests benchmarks scripts examples
+.venv/bin/ruff format --check src tests benchmarks scripts examples
 .venv/bin/mypy
 .venv/bin/pytest "$@"

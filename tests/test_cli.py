@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -74,3 +75,71 @@ def test_plan_names_a_bad_context(context: str, message: str) -> None:
     result = runner.invoke(cli, ["plan", "Deploy the billing service", "--context", context])
     assert result.exit_code == 1
     assert message in result.output
+
+
+def _plan_file(tmp_path: Path, goal: str = "Fix authentication bug and add tests") -> Path:
+    result = runner.invoke(cli, ["plan", goal, "--json"])
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "plan.json"
+    path.write_text(result.stdout)
+    return path
+
+
+def test_validate_checks_an_edited_plan_file(tmp_path: Path) -> None:
+    answer = json.loads(_plan_file(tmp_path).read_text())
+    good = runner.invoke(cli, ["validate", str(_plan_file(tmp_path))])
+    assert good.exit_code == 0, good.output
+    assert good.stdout.startswith("valid")
+    answer["plan"][1]["depends_on"] = [answer["plan"][1]["step"]]
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(answer["plan"]))
+    bad = runner.invoke(cli, ["validate", str(edited)])
+    assert bad.exit_code == 1
+    assert "invalid" in bad.stdout
+    assert "self_dependency" in bad.stdout
+
+
+def test_replan_in_process_keeps_the_finished_step(tmp_path: Path) -> None:
+    path = _plan_file(tmp_path)
+    first = json.loads(path.read_text())
+    result = runner.invoke(
+        cli,
+        [
+            "replan", "--goal", "Fix authentication bug and add tests", "--previous", str(path),
+            "--state", "1=completed:auth/login.py", "--state", "2=failed:the patch broke login",
+            "--json",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    revised = json.loads(result.stdout)
+    assert_valid_plan(revised, consecutive=False)
+    assert revised["parent_plan_id"] == first["plan_id"]
+    assert revised["plan"][0] == first["plan"][0]  # the finished step, as it was
+    assert 1 in revised["diff"]["kept"]
+
+
+def test_replan_without_a_service_needs_the_plan_file() -> None:
+    result = runner.invoke(
+        cli, ["replan", "--goal", "G", "--plan-id", "abc", "--state", "1=failed"]
+    )
+    assert result.exit_code == 1
+    assert "--previous" in result.output
+
+
+def test_get_needs_a_running_service() -> None:
+    result = runner.invoke(cli, ["get", "abc"])
+    assert result.exit_code == 1
+    assert "--url" in result.output
+
+
+def test_a_bad_state_is_named() -> None:
+    result = runner.invoke(cli, ["replan", "--goal", "G", "--previous", "-", "--state", "one"])
+    assert result.exit_code == 1
+    assert "N=status" in result.output
+
+
+def test_replan_through_a_service_needs_one_plan() -> None:
+    arguments = ["replan", "--goal", "G", "--state", "1=failed", "--url", "http://127.0.0.1:9"]
+    result = runner.invoke(cli, arguments)
+    assert result.exit_code == 1
+    assert "exactly one of --plan-id and --previous" in result.output

@@ -16,12 +16,14 @@ from planner_arm.errors import PlanNotFound, StoreUnavailable
 from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import validated_response, with_warning
+from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.edited import check_edited_plan
 from planner_arm.plan.expand_schemas import ExpandRequest
 from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.specialize_schemas import SpecializeRequest, SpecializeResponse
 from planner_arm.plan.validate_schemas import ValidateRequest, ValidateResponse, ValidationProblem
+from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.cache import CachingPlanner
 from planner_arm.planning.expand import Expander
 from planner_arm.planning.idempotency import Idempotency
@@ -103,19 +105,10 @@ class PlanLifecycle:
         return PlanResponse.model_validate(record["response"])
 
     def validate(self, body: ValidateRequest, request_id: str) -> ValidateResponse:
-        rules, resolver = self._planner.rules, self._planner.resolver
-        check = check_edited_plan(body.plan, rules, resolver, fix=body.fix)
-        outcome = "valid" if check.valid else "invalid"
+        answer = validate_edited(body, self._planner.rules, self._planner.resolver, request_id)
+        outcome = "valid" if answer.valid else "invalid"
         self._metrics.child(self._metrics.validations, outcome).inc()
-        plan = None
-        if check.valid:
-            plan = validated_response(check, request_id=request_id, prompt_version=PROMPT_VERSION)
-        return ValidateResponse(
-            valid=check.valid,
-            errors=[ValidationProblem(**error.as_dict()) for error in check.errors],
-            warnings=check.warnings,
-            plan=plan,
-        )
+        return answer
 
     async def _previous(self, request: ReplanRequest) -> tuple[PlanResponse, int | None]:
         """The plan to revise, and the replans of its chain as this service counted them.
@@ -216,3 +209,20 @@ class PlanLifecycle:
                 "send the whole plan as `previous` instead."
             )
         return record
+
+
+def validate_edited(
+    body: ValidateRequest, rules: PlanRules, resolver: ArmResolver, request_id: str
+) -> ValidateResponse:
+    """POST /plan/validate's answer, also the CLI's: every problem, or the plan as /plan
+    would answer it."""
+    check = check_edited_plan(body.plan, rules, resolver, fix=body.fix)
+    plan = None
+    if check.valid:
+        plan = validated_response(check, request_id=request_id, prompt_version=PROMPT_VERSION)
+    return ValidateResponse(
+        valid=check.valid,
+        errors=[ValidationProblem(**error.as_dict()) for error in check.errors],
+        warnings=check.warnings,
+        plan=plan,
+    )
