@@ -105,6 +105,7 @@ def run(client: PlannerClient, goal: str, fail_step: int | None, pause: float, o
                 note = f"replanned after step {failure.step} failed: kept {kept}, added {added}"
                 live.update(progress_table(plan, states, note), refresh=True)
     done = sum(1 for state in states.values() if state.get("status") == "completed")
+    out.line()  # off a terminal the live table's last line is left open
     out.print(f"done: {done} of {len(plan.plan)} steps completed, plan version {plan.version}")
     return 0 if done == len(plan.plan) else 1
 
