@@ -24,17 +24,22 @@
     │   └── LLMUnsupportedFormat      400 naming response_format: retry without it
     └── PlanningFailed                every model failed and the fallback is off
 
-`planner_arm.api.errors` maps each class to one HTTP status and writes the one error body;
-nothing here knows HTTP.
+Each class carries the HTTP status it is answered with (`status`, the number on the left of
+no protocol but HTTP's), so the API and the client read one table; `planner_arm.api.errors`
+writes the one error body.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class PlannerError(Exception):
-    """Base class: a machine-readable code and a human-readable detail."""
+    """Base class: a machine-readable code, a human-readable detail, and the HTTP status an
+    answer carries when this error reaches a caller (500: a bug, it should not)."""
 
     code: str = "planner_error"
+    status: int = 500
 
     def __init__(self, detail: str, *, code: str | None = None) -> None:
         super().__init__(detail)
@@ -48,18 +53,22 @@ class PlannerError(Exception):
 
 class RequestRejected(PlannerError):
     code = "invalid_request"
+    status = 422
 
 
 class PayloadTooLarge(RequestRejected):
     code = "payload_too_large"
+    status = 413
 
 
 class UnsupportedMediaType(RequestRejected):
     code = "unsupported_media_type"
+    status = 415
 
 
 class Unauthorized(RequestRejected):
     code = "unauthorized"
+    status = 401
 
 
 class ReplanRejected(RequestRejected):
@@ -80,6 +89,7 @@ class ReplanLimitReached(RequestRejected):
     """409: the plan has been replanned `replan_count` times, the most allowed."""
 
     code = "replan_limit"
+    status = 409
 
     def __init__(self, replan_count: int, max_replans: int) -> None:
         super().__init__(
@@ -105,6 +115,7 @@ class NotReady(PlannerError):
     it drains the requests it already accepted."""
 
     code = "not_ready"
+    status = 503
 
 
 class PlanParseError(PlannerError):
@@ -158,14 +169,21 @@ class PlanningFailed(PlannerError):
     deadline_exceeded -> 504, invalid_plan -> 502."""
 
     code = "planning_failed"
+    STATUS_BY_CODE: ClassVar[dict[str, int]] = {
+        "llm_unavailable": 503,
+        "deadline_exceeded": 504,
+        "invalid_plan": 502,
+    }
 
     def __init__(self, detail: str, *, code: str, errors: list[str] | None = None) -> None:
         super().__init__(detail, code=code)
         self.errors = errors or []
+        self.status = self.STATUS_BY_CODE.get(code, 503)
 
 
 class PlanNotFound(RequestRejected):
     code = "plan_not_found"
+    status = 404
 
 
 class IdempotencyKeyReused(RequestRejected):
@@ -174,16 +192,19 @@ class IdempotencyKeyReused(RequestRejected):
 
 class InvalidIdempotencyKey(RequestRejected):
     code = "invalid_idempotency_key"
+    status = 400
 
 
 class IdempotencyInProgress(RequestRejected):
     code = "idempotency_in_progress"
+    status = 409
 
 
 class StoreUnavailable(PlannerError):
     """The plan store failed; writes fail soft, reads with no other source answer 503."""
 
     code = "store_unavailable"
+    status = 503
 
 
 class ExpandRejected(ReplanRejected):
@@ -191,3 +212,32 @@ class ExpandRejected(ReplanRejected):
     step_not_expandable (the plan's final check), plan_too_large (no room for a sub-plan)."""
 
     code = "invalid_expand"
+
+
+# Codes raised with `code=` on a class whose own code is another: their status is the class's.
+_CODES_OF_CLASS: dict[type[PlannerError], tuple[str, ...]] = {
+    ReplanRejected: ("unknown_step", "completed_step", "nothing_to_replan"),
+    ExpandRejected: ("step_not_expandable", "plan_too_large"),
+    NotReady: ("shutting_down",),
+}
+
+
+def _status_by_code() -> dict[str, int]:
+    table: dict[str, int] = {"internal_error": 500}
+    pending: list[type[PlannerError]] = [PlannerError]
+    while pending:
+        error_class = pending.pop()
+        pending.extend(error_class.__subclasses__())
+        table.setdefault(error_class.code, error_class.status)
+        for code in _CODES_OF_CLASS.get(error_class, ()):
+            table.setdefault(code, error_class.status)
+    return table | PlanningFailed.STATUS_BY_CODE
+
+
+def status_for_code(code: str) -> int:
+    """The HTTP status an answer with error `code` carries (a streamed `error` event has no
+    status line of its own); 500 for a code this service does not answer with."""
+    return STATUS_BY_CODE.get(code, 500)
+
+
+STATUS_BY_CODE: dict[str, int] = _status_by_code()

@@ -1,4 +1,5 @@
-"""Errors over HTTP: the status of each error, and the one function that writes the body.
+"""Errors over HTTP: the one function that writes the error body (each error class carries its
+own status, in `planner_arm.errors`).
 
 Every error answer, whoever raises it (a handler, the request-context or body-limit
 middleware, FastAPI's own validation), is built by `error_response`:
@@ -21,52 +22,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from planner_arm.errors import (
     BudgetExceeded,
-    IdempotencyInProgress,
-    InvalidIdempotencyKey,
-    NotReady,
-    PayloadTooLarge,
     PlannerError,
     PlanningFailed,
-    PlanNotFound,
-    ReplanLimitReached,
     ReplanRejected,
-    RequestRejected,
-    StoreUnavailable,
     Unauthorized,
-    UnsupportedMediaType,
 )
 from planner_arm.plan.schemas import ErrorItem, ErrorResponse
 
 log = structlog.get_logger("planner_arm.api.errors")
 
-_PLANNING_FAILED_STATUS = {"llm_unavailable": 503, "deadline_exceeded": 504, "invalid_plan": 502}
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 # Starting or draining: another replica (or this one in a moment) can take the request.
 SERVICE_BUSY_RETRY_SECONDS = 1
-
-
-# Most specific first: every request error not named here is a 422.
-_STATUS_BY_CLASS: tuple[tuple[type[PlannerError], int], ...] = (
-    (PayloadTooLarge, 413),
-    (UnsupportedMediaType, 415),
-    (Unauthorized, 401),
-    (PlanNotFound, 404),
-    (InvalidIdempotencyKey, 400),
-    (ReplanLimitReached, 409),
-    (IdempotencyInProgress, 409),
-    (RequestRejected, 422),
-    (NotReady, 503),
-    (StoreUnavailable, 503),
-)
-
-
-def status_for(error: PlannerError) -> int:
-    if isinstance(error, PlanningFailed):
-        return _PLANNING_FAILED_STATUS.get(error.code, 503)
-    for error_class, status in _STATUS_BY_CLASS:
-        if isinstance(error, error_class):
-            return status
-    return 500
 
 
 def error_response(
@@ -141,7 +108,7 @@ def _request_id(request: Request) -> str:
 
 def planner_error_response(request: Request, exc: PlannerError) -> JSONResponse:
     """The answer to `exc`; a streamed answer's `error` event carries the same body."""
-    status = status_for(exc)
+    status = exc.status
     problems: list[ErrorItem] = []
     detail = exc.detail
     if isinstance(exc, ReplanRejected):

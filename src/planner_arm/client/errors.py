@@ -20,22 +20,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from planner_arm.errors import status_for_code
 from planner_arm.plan.schemas import ErrorItem
-
-# Codes an SSE `error` event carries (it has no status line of its own), by their status.
-_STATUS_BY_STREAM_CODE = {
-    "llm_unavailable": 503,
-    "store_unavailable": 503,
-    "shutting_down": 503,
-    "not_ready": 503,
-    "deadline_exceeded": 504,
-    "invalid_plan": 502,
-    "internal_error": 500,
-    "budget_exceeded": 422,
-    "plan_not_found": 404,
-    "replan_limit": 409,
-    "idempotency_in_progress": 409,
-}
 
 
 class PlannerError(Exception):
@@ -134,7 +120,7 @@ def error_from_body(
     status (an SSE `error` event) the status is read from the code where it is known."""
     code = str(body.get("error") or "http_error")
     if status is None:
-        status = _STATUS_BY_STREAM_CODE.get(code, 500)
+        status = status_for_code(code)
     detail = str(body.get("detail") or f"the service answered {status}")
     request_id = body.get("request_id")
     problems = [ErrorItem.model_validate(item) for item in body.get("errors") or []]
