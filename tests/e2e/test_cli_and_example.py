@@ -14,8 +14,8 @@ import pytest
 from test_server_process import serving
 from typer.testing import CliRunner
 
-from invariants import assert_valid_plan
 from planner_arm.cli import cli
+from support.invariants import assert_valid_plan
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,6 @@ import httpx
 import pytest
 from test_server_process import free_port, serving
 
-from invariants import assert_valid_plan
 from planner_arm.client import (
     AsyncPlannerClient,
     InvalidRequest,
@@ -18,7 +17,8 @@ from planner_arm.client import (
     TransportError,
     Unauthorized,
 )
-from stub_llm import StubLLM
+from support.invariants import assert_valid_plan
+from support.stub_model import StubLLM
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ import httpx
 import pytest
 from test_server_process import free_port, start_service, stop_services
 
-from invariants import assert_valid_plan
-from stub_llm import Drip, Drop, Hang, Reply, Slow, Status, StubLLM
+from support.invariants import assert_valid_plan
+from support.stub_model import Drip, Drop, Hang, Reply, Slow, Status, StubLLM
 
 TIMEOUT = 1.5  # TIMEOUT_SECONDS, the request deadline, for every scenario but the last two
 # What a loaded 2-core machine may add to a request's time: bounds are the configured times

@@ -1,7 +1,7 @@
 """The real service process under uvicorn, on a free loopback port, spoken to over HTTP.
 
-The model is the stub OpenAI-compatible server of tests/stub_llm.py, on loopback too, so the
-real openai client, the real sockets and the real uvicorn all run.
+The model is the stub OpenAI-compatible server of tests/support/stub_model.py, on loopback
+too, so the real openai client, the real sockets and the real uvicorn all run.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from conftest import make_settings
-from invariants import assert_valid_plan
-from stub_llm import Held, StubLLM
+from support.app import make_settings
+from support.invariants import assert_valid_plan
+from support.stub_model import Held, StubLLM
 
 STARTUP_SECONDS = 30
 

@@ -12,9 +12,9 @@ import pytest
 import test_faults
 from test_faults import MARGIN, TIMEOUT, Serve
 
-from invariants import assert_valid_plan
-from sse import check_reset_rule
-from stub_llm import PLAN_JSON, Hang, Streamed, StubLLM
+from support.invariants import assert_valid_plan
+from support.sse import check_reset_rule
+from support.stub_model import PLAN_JSON, Hang, Streamed, StubLLM
 
 pytestmark = pytest.mark.slow
 # The fault scenarios' fixture: the service started against the stub model (conftest's).

@@ -12,8 +12,6 @@ import httpx
 import pytest
 import respx
 
-from conftest import FakeClock, answer, good_plan, make_settings
-from invariants import assert_valid_plan
 from planner_arm.errors import ReplanLimitReached, ReplanRejected
 from planner_arm.llm.client import LLMClient
 from planner_arm.metrics import PlannerMetrics
@@ -22,6 +20,8 @@ from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.replan import Replanner
 from planner_arm.planning.strategies import StrategyPlanner
+from support.app import FakeClock, answer, good_plan, make_settings
+from support.invariants import assert_valid_plan
 
 GOAL = "Fix authentication bug and add tests"
 

@@ -11,8 +11,6 @@ import httpx
 import pytest
 import respx
 
-from conftest import FakeClock, answer, good_plan, make_settings
-from invariants import assert_valid_plan
 from planner_arm.errors import BudgetExceeded
 from planner_arm.llm.client import LLMClient
 from planner_arm.metrics import PlannerMetrics
@@ -20,6 +18,8 @@ from planner_arm.plan.schemas import PlanRequest
 from planner_arm.planning.cache import CachingPlanner
 from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.recorder import PlanRecorder
+from support.app import FakeClock, answer, good_plan, make_settings
+from support.invariants import assert_valid_plan
 
 GOAL = "Fix authentication bug and add tests"
 

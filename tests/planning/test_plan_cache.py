@@ -9,8 +9,6 @@ import httpx
 import pytest
 import respx
 
-from conftest import FakeClock, answer, good_plan, make_settings, running_app
-from invariants import assert_valid_plan
 from planner_arm.config import load_settings
 from planner_arm.llm.client import LLMClient
 from planner_arm.metrics import PlannerMetrics
@@ -22,6 +20,8 @@ from planner_arm.planning.cache import (
     settings_fingerprint,
 )
 from planner_arm.planning.planner import PlannerArm
+from support.app import FakeClock, answer, good_plan, make_settings, running_app
+from support.invariants import assert_valid_plan
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
 

@@ -10,12 +10,12 @@ from typing import Any
 import httpx
 import respx
 
-from conftest import FakeClock, answer, good_plan, make_settings
 from planner_arm.llm.client import LLMClient
 from planner_arm.llm.prompts import example_texts
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.planning.planner import PlannerArm
+from support.app import FakeClock, answer, good_plan, make_settings
 
 DEPLOY = PlanRequest(goal="Build the inventory API", constraints=["Deploy to Kubernetes"])
 

@@ -10,11 +10,11 @@ import httpx
 import pytest
 import respx
 
-from conftest import FakeClock, answer, good_plan, make_settings
 from planner_arm.llm.client import LLMClient
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.planning.planner import PlannerArm
+from support.app import FakeClock, answer, good_plan, make_settings
 
 REQUEST = PlanRequest(goal="Fix authentication bug and add tests")
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from structlog.testing import capture_logs
 
-from conftest import make_settings
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.traffic import SEED_AVERAGE_LATENCY_MS, TrafficStats
+from support.app import make_settings
 
 
 async def test_the_goal_is_logged_only_cut_short() -> None:

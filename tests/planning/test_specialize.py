@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import respx
 
-from conftest import FakeClock, answer, make_settings
 from planner_arm.clock import Deadline
 from planner_arm.llm.client import LLMClient
 from planner_arm.metrics import PlannerMetrics
@@ -20,6 +19,7 @@ from planner_arm.plan.input_refs import earlier_steps
 from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanStep
 from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.specialize_plan import PlanSpecializer
+from support.app import FakeClock, answer, make_settings
 
 GOAL = "Fix authentication bug and add tests"
 CODER_INPUT = {"instruction": "Fix the expiry check found in {{steps.1.output}}",

@@ -1,5 +1,7 @@
-"""A scriptable OpenAI-compatible chat completions server on loopback, for fault injection
-tests and the load benchmark.
+"""The stub model: a scriptable OpenAI-compatible chat completions server, and a good plan.
+
+A server on loopback for fault injection tests and the benchmarks; `PLAN` (and `PLAN_JSON`)
+is the valid 4-step plan it answers with unless scripted otherwise.
 
 Each chat completion takes the next scripted behaviour, then the default one: a normal reply,
 an error status, a hang, a byte-by-byte drip, a dropped connection, a slow reply, or an answer
@@ -13,8 +15,8 @@ drive it:
         ...                                # point OPENAI_BASE_URL at stub.base_url
         assert stub.calls == 3
 
-As a process, for benchmarks: `python tests/stub_llm.py --port P` answers every call with
-`Reply()` and prints `ready <base_url>` on stdout once it listens.
+As a process, for benchmarks: `python tests/support/stub_model.py --port P` answers every
+call with `Reply()` and prints `ready <base_url>` on stdout once it listens.
 """
 
 from __future__ import annotations

@@ -1,12 +1,21 @@
-"""`assert_valid_plan`: every promise a 200 response from POST /plan makes, checked on its JSON.
+"""Checks every answer of the service must pass: plan invariants, the error shape, metrics.
 
-Import it as `from invariants import assert_valid_plan` (pytest puts `tests/` on sys.path).
+`assert_valid_plan`: every promise a 200 response from POST /plan makes, checked on its JSON.
+`assert_error_body`: the one error shape every error answer of the API has,
+`{"error": code, "detail": one sentence, "request_id": id}`, plus `errors` (each problem:
+`code`, `message`, maybe `loc` and `step`) when a request or a plan had problems to list, and
+`figures` when no plan fits a budget.
+`sample`: one value of the service's /metrics text, read with the Prometheus client's own
+parser, so the tests hold the real text format too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from typing import Any, TypeGuard
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 DEFAULT_ARMS = ("planner", "retriever", "coder", "executor", "judge", "guardian")
 SOURCES = ("llm", "fallback", "cache", "validated")
@@ -237,3 +246,32 @@ def _assert_critical_path(
         finish[number] = start + durations[number]
     expected = max(finish.values(), default=0)
     assert value == expected, f"critical_path_duration {value}; the longest chain is {expected}"
+
+
+def assert_error_body(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body: dict[str, Any] = response.json()
+    assert set(body) - {"errors", "figures"} == {"error", "detail", "request_id"}, body
+    assert body["error"] == code
+    assert isinstance(body["detail"], str), body
+    assert body["detail"].strip(), body
+    assert body["request_id"]
+    assert response.headers["x-request-id"] == body["request_id"]
+    for problem in body.get("errors", []):
+        assert {"code", "message"} <= set(problem) <= {"code", "message", "loc", "step"}, problem
+        assert isinstance(problem["code"], str)
+        assert problem["code"]
+        assert isinstance(problem["message"], str)
+        assert problem["message"]
+    assert "Traceback" not in response.text
+    return body
+
+
+def sample(metrics_text: str, name: str, **labels: str) -> float:
+    """The value of one sample; fails when the text has no such sample."""
+    for family in text_string_to_metric_families(metrics_text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    raise AssertionError(f"no sample {name} {labels}")
