@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from test_server_process import free_port, serving
 
 from planner_arm.client import (
     AsyncPlannerClient,
@@ -18,6 +17,7 @@ from planner_arm.client import (
     Unauthorized,
 )
 from support.invariants import assert_valid_plan
+from support.service import free_port, serving
 from support.stub_model import StubLLM
 
 pytestmark = pytest.mark.slow

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from test_server_process import serving
 
 from support.invariants import assert_error_body, assert_valid_plan
+from support.service import serving
 from support.stub_model import PLAN_JSON, Reply, StubLLM
 
 pytestmark = pytest.mark.slow

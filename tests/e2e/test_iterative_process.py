@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-from test_server_process import serving
 
 from support.invariants import assert_valid_plan
+from support.service import serving
 from support.sse import parse_sse
 from support.stub_model import Reply, Streamed, StubLLM
 

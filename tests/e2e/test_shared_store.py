@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from test_server_process import free_port, start_service, stop_services
 
 from support.invariants import assert_error_body, assert_valid_plan
 from support.redis_server import RedisServer
+from support.service import free_port, start_service, stop_services
 from support.stub_model import Held, StubLLM
 
 pytestmark = pytest.mark.slow  # each test starts service processes and waits for real time
