@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from arm_choice_set import Figures, Labelled, Part, load, score
 from planner_arm.config import load_settings
 from planner_arm.plan.arms import ArmResolver
+from support.arm_choice_set import Figures, Labelled, Part, load, score
 
 
 def report(title: str, figures: Figures, *, misses: bool) -> None:

@@ -2,9 +2,9 @@
 
     .venv/bin/python benchmarks/load.py [--requests N] [--concurrency C] [--rounds R] [--quick]
 
-Starts a zero-latency stub model (tests/stub_llm.py), the service (`python -m planner_arm
-serve`) and the floor (benchmarks/floor_app.py: FastAPI + the same openai client and
-prompts, nothing else) on free loopback ports, and drives them from this process with a
+Starts a zero-latency stub model (tests/support/stub_model.py), the service (`python -m
+planner_arm serve`) and the floor (benchmarks/floor_app.py: FastAPI + the same openai client
+and prompts, nothing else) on free loopback ports, and drives them from this process with a
 raw asyncio HTTP/1.1 keep-alive client at a fixed concurrency, in alternating rounds after a
 warm-up round each. Every goal is unique, so the service's cache never answers. Then it
 measures the service's resident memory over many more requests, runs benchmarks/micro.py,
@@ -37,7 +37,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
-STUB = ROOT / "tests" / "stub_llm.py"
+STUB = ROOT / "tests" / "support" / "stub_model.py"
 FLOOR = ROOT / "benchmarks" / "floor_app.py"
 MICRO = ROOT / "benchmarks" / "micro.py"
 HOST = "127.0.0.1"

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/startup.py [--runs N] [--requests K] [--no-model] [--imports]
 
-Starts the zero-latency stub model (tests/stub_llm.py) once, then the service
+Starts the zero-latency stub model (tests/support/stub_model.py) once, then the service
 (`python -m planner_arm serve`, a model configured at the stub) N times. Each run measures the
 seconds from the process's start to its first 200 from GET /ready, then sends K plan requests
 one after another (each goal new, so the cache never answers) and times each. It prints the

@@ -1,9 +1,10 @@
 """Streamed plans: time to the first step and to the final plan, and the cutter's CPU per chunk.
 
-Starts the stub model (tests/stub_llm.py, in this process) writing its answer at a fixed rate
-and the service (`python -m planner_arm serve`) against it, asks for plans as server-sent
-events and prints the medians; then feeds answers of 1, 10 and 50 KB to the step cutter in
-16-character chunks and prints the CPU time per chunk (flat: no re-parse of the buffer).
+Starts the stub model (tests/support/stub_model.py, in this process) writing its answer at a
+fixed rate and the service (`python -m planner_arm serve`) against it, asks for plans as
+server-sent events and prints the medians; then feeds answers of 1, 10 and 50 KB to the step
+cutter in 16-character chunks and prints the CPU time per chunk (flat: no re-parse of the
+buffer).
 
     .venv/bin/python benchmarks/stream.py [--requests 5] [--chunk-chars 16] [--interval 0.02]
 """
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from planner_arm.pipeline.step_stream import StepCutter  # noqa: E402
-from stub_llm import PLAN, PLAN_JSON, Streamed, StubLLM  # noqa: E402
+from support.stub_model import PLAN, PLAN_JSON, Streamed, StubLLM  # noqa: E402
 
 
 def _free_port() -> int:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up .venv with the dev tools, then lint, format check, type check and the test suite.
+# Sets up .venv with the dev tools, then lint, format check, type check (scripts/lint.sh, which
+# also does the set-up) and the test suite; its arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The Redis store's tests run against a real redis-server (the Debian package).
@@ -15,9 +16,6 @@ if ! command -v redis-server >/dev/null 2>&1; then
     echo "test: redis-server is not installed and there is no apt-get; its tests skip (under CI they fail)" >&2
   fi
 fi
-bash scripts/setup.sh dev
-echo "test: lint, format check, type check, then the test suite" >&2
-.venv/bin/ruff check src tests benchmarks scripts examples
-.venv/bin/ruff format --check src tests benchmarks scripts examples
-.venv/bin/mypy
+bash scripts/lint.sh
+echo "test: the test suite" >&2
 .venv/bin/pytest "$@"

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from invariants import assert_valid_plan
 from planner_arm.cli import cli
+from support.invariants import assert_valid_plan
 
 runner = CliRunner()
 

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from invariants import DEFAULT_ARMS
 from planner_arm.config import ConfigError, default_settings_dict, load_settings
+from support.invariants import DEFAULT_ARMS
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import respx
 
-from conftest import (
+from support.app import (
     FIXTURES,
     TEST_KEY,
     FakeClock,
@@ -22,9 +22,8 @@ from conftest import (
     make_settings,
     running_app,
 )
-from error_shape import assert_error_body as error_shape
-from invariants import assert_valid_plan
-from metrics_text import sample
+from support.invariants import assert_error_body as error_shape
+from support.invariants import assert_valid_plan, sample
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import respx
 
-from conftest import TEST_KEY, answer, make_settings, running_app
-from invariants import DEFAULT_ARMS, assert_valid_plan
 from planner_arm.api import auth
+from support.app import TEST_KEY, answer, make_settings, running_app
+from support.invariants import DEFAULT_ARMS, assert_valid_plan
 
 GOAL = {"goal": "Fix authentication bug and add tests"}
 KEYS = {"auth": {"api_keys": ["key-one-0123456789", "key-two-9876543210"]}}

@@ -12,9 +12,8 @@ import httpx
 import pytest
 import respx
 
-from conftest import FakeClock, answer, good_plan, make_settings, running_app
-from error_shape import assert_error_body
-from invariants import assert_valid_plan
+from support.app import FakeClock, answer, good_plan, make_settings, running_app
+from support.invariants import assert_error_body, assert_valid_plan
 
 GOAL = {"goal": "Fix authentication bug and add tests"}
 

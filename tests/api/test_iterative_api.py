@@ -10,10 +10,9 @@ from typing import Any
 import httpx
 import respx
 
-from conftest import answer, good_plan, make_settings, running_app
-from error_shape import assert_error_body
-from invariants import assert_valid_plan
-from sse import parse_sse, pieces_of, streamed
+from support.app import answer, good_plan, make_settings, running_app
+from support.invariants import assert_error_body, assert_valid_plan
+from support.sse import parse_sse, pieces_of, streamed
 
 GOAL = "Fix authentication bug and add tests"
 ITERATIVE = {"goal": GOAL, "strategy": "iterative"}

@@ -10,11 +10,9 @@ from typing import Any
 import httpx
 import respx
 
-from conftest import answer, good_plan, make_settings, running_app
-from error_shape import assert_error_body
-from invariants import assert_valid_plan
-from metrics_text import sample
 from planner_arm.config import Settings
+from support.app import answer, good_plan, make_settings, running_app
+from support.invariants import assert_error_body, assert_valid_plan, sample
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
 

@@ -10,10 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import good_plan, make_settings, running_app
-from error_shape import assert_error_body
-from invariants import assert_valid_plan
-from metrics_text import sample
+from support.app import good_plan, make_settings, running_app
+from support.invariants import assert_error_body, assert_valid_plan, sample
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
 

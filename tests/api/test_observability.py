@@ -12,7 +12,7 @@ import pytest
 import respx
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import TEST_KEY, FakeClock, make_settings, running_app
+from support.app import TEST_KEY, FakeClock, make_settings, running_app
 
 
 def samples(metrics_text: str, name: str) -> list[Any]:

@@ -8,9 +8,9 @@ from typing import Any
 
 import respx
 
-from conftest import answer, good_plan, make_settings, running_app
-from invariants import assert_valid_plan
-from sse import check_reset_rule, parse_sse, pieces_of, streamed
+from support.app import answer, good_plan, make_settings, running_app
+from support.invariants import assert_valid_plan
+from support.sse import check_reset_rule, parse_sse, pieces_of, streamed
 
 SSE = {"accept": "text/event-stream"}
 GOAL = {"goal": "Fix authentication bug and add tests"}

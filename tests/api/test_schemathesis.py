@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from conftest import make_settings
 from planner_arm.api.app import create_app
+from support.app import make_settings
 
 EXAMPLES_PER_OPERATION = 60
 STATEFUL_OPERATIONS = {

@@ -10,14 +10,12 @@ from typing import Any
 import httpx
 import respx
 
-from conftest import answer, good_plan, make_settings, running_app
-from error_shape import assert_error_body
-from invariants import assert_valid_plan
-from metrics_text import sample
 from planner_arm.plan.arm_inputs import check_input, input_schema
 from planner_arm.plan.input_refs import earlier_steps
 from planner_arm.plan.schemas import PlanStep
-from sse import check_reset_rule, parse_sse
+from support.app import answer, good_plan, make_settings, running_app
+from support.invariants import assert_error_body, assert_valid_plan, sample
+from support.sse import check_reset_rule, parse_sse
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
 

@@ -14,8 +14,6 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import make_settings
-from invariants import assert_valid_plan
 from planner_arm.api.app import create_app
 from planner_arm.client import (
     AsyncPlannerClient,
@@ -29,6 +27,8 @@ from planner_arm.client import (
     Unauthorized,
 )
 from planner_arm.config import Settings
+from support.app import make_settings
+from support.invariants import assert_valid_plan
 
 GOAL = "Fix authentication bug and add tests"
 BASE = "http://planner"

@@ -20,7 +20,7 @@ from planner_arm.client import (
     Unavailable,
 )
 from planner_arm.client.retry import parse_retry_after
-from stub_llm import PLAN
+from support.stub_model import PLAN
 
 BASE = "http://planner"
 HEALTH = {

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import running_app
 from planner_arm.config import load_settings
+from support.app import running_app
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"

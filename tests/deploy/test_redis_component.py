@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from conftest import FakeClock
 from planner_arm.config import load_settings
 from planner_arm.store.factory import build_store
+from support.app import FakeClock
 
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "k8s"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_server_process import serving
 from typer.testing import CliRunner
 
-from invariants import assert_valid_plan
 from planner_arm.cli import cli
+from support.invariants import assert_valid_plan
+from support.service import serving
 
 pytestmark = pytest.mark.slow
 

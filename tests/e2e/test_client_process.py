@@ -7,9 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from test_server_process import free_port, serving
 
-from invariants import assert_valid_plan
 from planner_arm.client import (
     AsyncPlannerClient,
     InvalidRequest,
@@ -18,7 +16,9 @@ from planner_arm.client import (
     TransportError,
     Unauthorized,
 )
-from stub_llm import StubLLM
+from support.invariants import assert_valid_plan
+from support.service import free_port, serving
+from support.stub_model import StubLLM
 
 pytestmark = pytest.mark.slow
 

@@ -8,11 +8,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from test_server_process import serving
 
-from error_shape import assert_error_body
-from invariants import assert_valid_plan
-from stub_llm import PLAN_JSON, Reply, StubLLM
+from support.invariants import assert_error_body, assert_valid_plan
+from support.service import serving
+from support.stub_model import PLAN_JSON, Reply, StubLLM
 
 pytestmark = pytest.mark.slow
 

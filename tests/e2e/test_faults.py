@@ -10,92 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
-from test_server_process import free_port, start_service, stop_services
 
-from invariants import assert_valid_plan
-from stub_llm import Drip, Drop, Hang, Reply, Slow, Status, StubLLM
-
-TIMEOUT = 1.5  # TIMEOUT_SECONDS, the request deadline, for every scenario but the last two
-# What a loaded 2-core machine may add to a request's time: bounds are the configured times
-# plus this, never tight constants.
-MARGIN = 1.0
+from support.invariants import assert_valid_plan
+from support.service import MARGIN, TIMEOUT, Serve, timed_plan
+from support.stub_model import Drip, Drop, Hang, Reply, Slow, Status, StubLLM
 
 pytestmark = pytest.mark.slow  # each scenario starts the service and waits for real time
 MODEL = "gpt-3.5-turbo"
 GOAL = "Fix authentication bug and add tests"
 
-Serve = Callable[..., str]
-
-
-@pytest.fixture
-def serve(stub: StubLLM) -> Iterator[Serve]:
-    """Starts the service against `stub` with extra environment and stops it after the test.
-
-    Unless `warm=False`, the service first makes one plan with the stub's default reply and
-    the stub is reset after it: script the stub after `serve()`.
-    """
-    processes = []
-
-    def start(*, warm: bool = True, **env: str) -> str:
-        port = free_port()
-        settings = {
-            "OPENAI_BASE_URL": stub.base_url,
-            "OPENAI_API_KEY": "sk-test",
-            "LOG_FORMAT": "json",
-            "TIMEOUT_SECONDS": str(TIMEOUT),
-            "PLANNER_RETRY__BACKOFF_BASE_SECONDS": "0.05",
-            "PLANNER_RETRY__BACKOFF_MAX_SECONDS": "0.1",
-            "DRAIN_SECONDS": "0",
-            **env,
-        }
-        process, _lines, _reader = start_service(port, settings)
-        processes.append(process)
-        url = f"http://127.0.0.1:{port}"
-        if warm:
-            warm_up(url)
-        return url
-
-    def warm_up(url: str) -> None:
-        # One good plan first, so that a scenario's timings measure its fault and not the
-        # first request's one-off costs (test_the_first_plan_after_start_up_is_quick
-        # measures those); then the stub forgets it.
-        with httpx.Client(base_url=url, timeout=10) as client:
-            body, _ = plan(client, "Warm up the service before the scenario")
-        assert body["metadata"]["source"] == "llm"
-        stub.reset()
-
-    try:
-        yield start
-    finally:
-        stop_services(processes)
-
-
-def plan(
-    client: httpx.Client,
-    goal: str = GOAL,
-    *,
-    headers: dict[str, str] | None = None,
-    **fields: Any,
-) -> tuple[dict[str, Any], float]:
-    """POST /plan; asserts a 200 with a valid plan and returns the body and the seconds taken."""
-    started = time.monotonic()
-    response = client.post("/plan", json={"goal": goal, **fields}, headers=headers)
-    elapsed = time.monotonic() - started
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    assert_valid_plan(body)
-    return body, elapsed
-
 
 def test_the_first_plan_after_start_up_is_quick(stub: StubLLM, serve: Serve) -> None:
     with httpx.Client(base_url=serve(warm=False), timeout=10) as client:
-        body, first = plan(client)
-        _, second = plan(client, "Add rate limiting to the public API")
+        body, first = timed_plan(client)
+        _, second = timed_plan(client, "Add rate limiting to the public API")
     assert body["metadata"]["source"] == "llm"
     assert stub.calls == 2
     # The first request must not pay for imports or set-up that start-up could have done
@@ -108,7 +40,7 @@ def test_rate_limit_waits_as_retry_after_ms_says(stub: StubLLM, serve: Serve) ->
     url = serve()
     stub.script(Status(429, "Rate limit reached", headers={"retry-after-ms": "200"}))
     with httpx.Client(base_url=url, timeout=10) as client:
-        body, elapsed = plan(client)
+        body, elapsed = timed_plan(client)
     assert body["metadata"]["source"] == "llm"
     assert stub.calls == 2
     assert body["metadata"]["attempts"] == 2
@@ -119,7 +51,7 @@ def test_server_errors_are_retried_until_an_answer(stub: StubLLM, serve: Serve) 
     url = serve()
     stub.script(Status(500), Status(502))
     with httpx.Client(base_url=url, timeout=10) as client:
-        body, elapsed = plan(client)
+        body, elapsed = timed_plan(client)
     assert body["metadata"]["source"] == "llm"
     assert stub.calls == 3
     assert elapsed < TIMEOUT
@@ -131,7 +63,7 @@ def test_a_server_that_keeps_failing_costs_the_call_budget_not_the_deadline(
     url = serve()
     stub.default = Status(503, "The server is overloaded")
     with httpx.Client(base_url=url, timeout=10) as client:
-        body, elapsed = plan(client)
+        body, elapsed = timed_plan(client)
     assert body["metadata"]["source"] == "fallback"
     assert stub.calls == 3  # the default call budget
     assert body["metadata"]["attempts"] == 3
@@ -149,7 +81,7 @@ def test_a_model_that_does_not_answer_in_time_costs_at_most_the_deadline(
     url = serve()
     stub.default = fault
     with httpx.Client(base_url=url, timeout=10) as client:
-        body, elapsed = plan(client)
+        body, elapsed = timed_plan(client)
     assert body["metadata"]["source"] == "fallback"
     assert stub.calls == 1  # the one call used up the deadline
     assert TIMEOUT - 0.5 <= elapsed < TIMEOUT + MARGIN
@@ -159,7 +91,7 @@ def test_a_dropped_connection_is_retried(stub: StubLLM, serve: Serve) -> None:
     url = serve()
     stub.script(Drop())
     with httpx.Client(base_url=url, timeout=10) as client:
-        body, elapsed = plan(client)
+        body, elapsed = timed_plan(client)
     assert body["metadata"]["source"] == "llm"
     assert stub.calls == 2
     assert elapsed < TIMEOUT
@@ -169,7 +101,7 @@ def test_a_bad_key_is_not_retried(stub: StubLLM, serve: Serve) -> None:
     url = serve()
     stub.default = Status(401, "Incorrect API key provided: sk-test")
     with httpx.Client(base_url=url, timeout=10) as client:
-        body, elapsed = plan(client)
+        body, elapsed = timed_plan(client)
     assert body["metadata"]["source"] == "fallback"
     assert stub.calls == 1
     assert elapsed < TIMEOUT
@@ -184,7 +116,7 @@ def test_a_prompt_over_the_context_length_is_not_retried(stub: StubLLM, serve: S
         error_type="invalid_request_error",
     )
     with httpx.Client(base_url=url, timeout=10) as client:
-        body, elapsed = plan(client)
+        body, elapsed = timed_plan(client)
     assert body["metadata"]["source"] == "fallback"
     assert stub.calls == 1
     assert elapsed < TIMEOUT
@@ -194,8 +126,8 @@ def test_a_refused_response_format_is_dropped_and_remembered(stub: StubLLM, serv
     url = serve()
     stub.script(Status(400, "response_format is not supported by this model"))
     with httpx.Client(base_url=url, timeout=10) as client:
-        first, elapsed = plan(client)
-        second, _ = plan(client, "Add rate limiting to the public API")
+        first, elapsed = timed_plan(client)
+        second, _ = timed_plan(client, "Add rate limiting to the public API")
     assert first["metadata"]["source"] == "llm"
     assert elapsed < TIMEOUT
     assert "response_format" in stub.requests[0]
@@ -217,15 +149,15 @@ def test_the_circuit_opens_after_repeated_failures_and_closes_after_the_cooldown
     stub.default = Status(503, "The server is overloaded")
     fresh: dict[str, Any] = {"options": {"use_cache": False}}
     with httpx.Client(base_url=url, timeout=10) as client:
-        first, _ = plan(client, "Deploy the billing service to staging", **fresh)
+        first, _ = timed_plan(client, "Deploy the billing service to staging", **fresh)
         assert first["metadata"]["source"] == "fallback"
         assert stub.calls == 1
         opening = time.monotonic()  # the circuit opens during the next request
-        second, _ = plan(client, "Write the release notes for version 2", **fresh)
+        second, _ = timed_plan(client, "Write the release notes for version 2", **fresh)
         assert second["metadata"]["source"] == "fallback"
         assert stub.calls == 2
 
-        third, elapsed = plan(client, "Review the privacy policy", **fresh)
+        third, elapsed = timed_plan(client, "Review the privacy policy", **fresh)
         assert third["metadata"]["source"] == "fallback"
         assert stub.calls == 2  # the open circuit skips the model
         assert elapsed < TIMEOUT  # no call, so no wait for the deadline
@@ -237,7 +169,7 @@ def test_the_circuit_opens_after_repeated_failures_and_closes_after_the_cooldown
         # has passed and the half-open probe reaches the model, healthy again by then.
         stub.default = Reply()
         for attempt in range(2000):
-            body, _ = plan(client, f"Summarise the incident report number {attempt}", **fresh)
+            body, _ = timed_plan(client, f"Summarise the incident report number {attempt}", **fresh)
             if body["metadata"]["source"] == "llm":
                 break
             assert stub.calls == 2, "the model was called while the circuit was open"
@@ -259,12 +191,12 @@ def test_a_hanging_model_opens_its_circuit_and_later_requests_skip_it(
     fresh: dict[str, Any] = {"options": {"use_cache": False}}
     with httpx.Client(base_url=url, timeout=10) as client:
         for n in range(2):
-            body, elapsed = plan(client, f"Deploy the billing service to region {n}", **fresh)
+            body, elapsed = timed_plan(client, f"Deploy the billing service to region {n}", **fresh)
             assert body["metadata"]["source"] == "fallback"
             assert elapsed < TIMEOUT + 0.5  # the call's own budget ends inside the deadline
         assert stub.calls == 2  # each timed out once: two failures, and the circuit opens
 
-        skipped, elapsed = plan(client, "Review the privacy policy", **fresh)
+        skipped, elapsed = timed_plan(client, "Review the privacy policy", **fresh)
         assert skipped["metadata"]["source"] == "fallback"
         assert stub.calls == 2  # not asked again
         assert elapsed < TIMEOUT / 3  # no waiting on a model known to hang
@@ -279,7 +211,7 @@ def test_a_hanging_model_leaves_time_for_the_next_one(stub: StubLLM, serve: Serv
     url = serve(LLM_FALLBACK_MODELS="gpt-4o-mini")
     stub.script(Hang())  # the first model hangs; the second answers at once
     with httpx.Client(base_url=url, timeout=10) as client:
-        body, elapsed = plan(client)
+        body, elapsed = timed_plan(client)
     assert body["metadata"]["source"] == "llm"
     assert body["metadata"]["model"] == "gpt-4o-mini"
     assert [request["model"] for request in stub.requests] == [MODEL, "gpt-4o-mini"]
@@ -322,17 +254,19 @@ async def test_identical_concurrent_requests_share_one_call_then_the_cache(
     assert all(body["metadata"]["cached_plan_id"] == leader_plan_id for body in followers)
 
     with httpx.Client(base_url=url, timeout=10) as sync_client:
-        eleventh, elapsed = plan(sync_client, headers={"X-Request-ID": "repeat-11"}, **request)
+        eleventh, elapsed = timed_plan(
+            sync_client, headers={"X-Request-ID": "repeat-11"}, **request
+        )
         assert eleventh["metadata"]["source"] == "cache"
         assert eleventh["metadata"]["cached_plan_id"] == leader_plan_id
         assert eleventh["request_id"] == "repeat-11"
         assert stub.calls == 1
         assert elapsed < 0.5 + MARGIN  # no model call (0.5 s) to wait for
 
-        twelfth, _ = plan(sync_client, **request, options={"use_cache": False})
+        twelfth, _ = timed_plan(sync_client, **request, options={"use_cache": False})
         assert twelfth["metadata"]["source"] == "llm"
         assert stub.calls == 2
 
-        no_cache, _ = plan(sync_client, headers={"Cache-Control": "no-cache"}, **request)
+        no_cache, _ = timed_plan(sync_client, headers={"Cache-Control": "no-cache"}, **request)
         assert no_cache["metadata"]["source"] == "llm"
         assert stub.calls == 3

@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
-from test_server_process import serving
 
-from invariants import assert_valid_plan
-from sse import parse_sse
-from stub_llm import Reply, Streamed, StubLLM
+from support.invariants import assert_valid_plan
+from support.service import serving
+from support.sse import parse_sse
+from support.stub_model import Reply, Streamed, StubLLM
 
 pytestmark = pytest.mark.slow
 

@@ -1,17 +1,13 @@
 """The real service process under uvicorn, on a free loopback port, spoken to over HTTP.
 
-The model is the stub OpenAI-compatible server of tests/stub_llm.py, on loopback too, so the
-real openai client, the real sockets and the real uvicorn all run.
+The model is the stub OpenAI-compatible server of tests/support/stub_model.py, on loopback
+too, so the real openai client, the real sockets and the real uvicorn all run.
 """
 
 from __future__ import annotations
 
-import os
-import queue
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,70 +15,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from conftest import make_settings
-from invariants import assert_valid_plan
-from stub_llm import Held, StubLLM
-
-STARTUP_SECONDS = 30
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def stop_services(processes: list[subprocess.Popen[str]]) -> None:
-    """SIGTERM to every service at once (their drains overlap), then wait; kill a straggler."""
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def start_service(
-    port: int, env: dict[str, str]
-) -> tuple[subprocess.Popen[str], queue.Queue[str], threading.Thread]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "planner_arm", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env={**os.environ, **env},
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    assert process.stderr is not None
-    stream = process.stderr
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True)
-    reader.start()
-    seen = []
-    while True:
-        try:
-            line = lines.get(timeout=STARTUP_SECONDS)
-        except queue.Empty:
-            process.kill()
-            raise AssertionError(f"service did not start; it said: {seen}") from None
-        seen.append(line)
-        if "Application startup complete" in line:
-            return process, lines, reader
-
-
-def serving(env: dict[str, str], timeout: float = 10) -> Iterator[httpx.Client]:
-    """A service process with `env`, and a client of it; stopped when the client is done.
-    For fixtures: `yield from serving({...})`."""
-    port = free_port()
-    process, _, reader = start_service(port, env)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=timeout) as http:
-            yield http
-    finally:
-        stop_services([process])
-        reader.join(timeout=5)
+from support.app import make_settings
+from support.invariants import assert_valid_plan
+from support.service import free_port, start_service, wait_for_line
+from support.stub_model import Held, StubLLM
 
 
 @pytest.fixture
@@ -123,18 +59,6 @@ def test_real_server_plans_over_http(service: str, stub: StubLLM) -> None:
     assert bad.status_code == 422
     assert bad.json()["error"] == "invalid_request"
     assert 'planner_plans_total{source="llm"} 1.0' in metrics
-
-
-def wait_for_line(lines: queue.Queue[str], text: str, seen: list[str]) -> None:
-    """Reads the service's log lines until one contains `text` (event-driven, no sleep)."""
-    while True:
-        try:
-            line = lines.get(timeout=10)
-        except queue.Empty:
-            raise AssertionError(f"never logged {text!r}; logged: {seen}") from None
-        seen.append(line)
-        if text in line:
-            return
 
 
 @pytest.mark.slow

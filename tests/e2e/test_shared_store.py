@@ -1,7 +1,7 @@
 """Replicas sharing one real Redis, over real HTTP: what a caller of a load-balanced service sees.
 
 Each test starts real service processes (uvicorn, the openai SDK, redis-py) against the stub
-model of tests/stub_llm.py and a real `redis-server`, sends requests to one replica or the
+model of tests/support/stub_model.py and a real `redis-server`, sends requests to one replica or the
 other, and counts the model calls at the stub. The plan cache is off, so every model call
 the service would make reaches the stub. No sleeps: the tests wait on events, on what Redis
 reports (MONITOR) and on HTTP answers, each with a bound.
@@ -20,12 +20,11 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from test_server_process import free_port, start_service, stop_services
 
-from error_shape import assert_error_body
-from invariants import assert_valid_plan
-from redis_server import RedisServer
-from stub_llm import Held, StubLLM
+from support.invariants import assert_error_body, assert_valid_plan
+from support.redis_server import RedisServer
+from support.service import free_port, start_service, stop_services
+from support.stub_model import Held, StubLLM
 
 pytestmark = pytest.mark.slow  # each test starts service processes and waits for real time
 

@@ -10,14 +10,13 @@ from typing import Any
 
 import httpx
 import pytest
-from test_server_process import serving
 
-from error_shape import assert_error_body
-from invariants import assert_valid_plan
 from planner_arm.plan.arm_inputs import check_input
 from planner_arm.plan.input_refs import earlier_steps
 from planner_arm.plan.schemas import PlanStep
-from stub_llm import Reply, Status, StubLLM
+from support.invariants import assert_error_body, assert_valid_plan
+from support.service import serving
+from support.stub_model import Reply, Status, StubLLM
 
 pytestmark = pytest.mark.slow
 

@@ -9,16 +9,13 @@ from typing import Any
 
 import httpx
 import pytest
-import test_faults
-from test_faults import MARGIN, TIMEOUT, Serve
 
-from invariants import assert_valid_plan
-from sse import check_reset_rule
-from stub_llm import PLAN_JSON, Hang, Streamed, StubLLM
+from support.invariants import assert_valid_plan
+from support.service import MARGIN, TIMEOUT, Serve
+from support.sse import check_reset_rule
+from support.stub_model import PLAN_JSON, Hang, Streamed, StubLLM
 
 pytestmark = pytest.mark.slow
-# The fault scenarios' fixture: the service started against the stub model (conftest's).
-serve = test_faults.serve
 GOAL = {"goal": "Fix authentication bug and add tests", "options": {"use_cache": False}}
 SSE = {"accept": "text/event-stream"}
 

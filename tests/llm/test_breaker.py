@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from conftest import FakeClock
 from planner_arm.config_sections import CircuitSettings
 from planner_arm.llm.breaker import CircuitBreakers, CircuitState, ModelCircuit
+from support.app import FakeClock
 
 
 def circuit(clock: FakeClock, **settings: object) -> tuple[ModelCircuit, list[str]]:

@@ -10,13 +10,13 @@ import pytest
 import respx
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import FakeClock, make_settings
 from planner_arm.clock import Deadline
 from planner_arm.errors import LLMTransientError
 from planner_arm.llm.client import LLMClient
 from planner_arm.llm.guarded import GuardedLLM
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.spend import Spend
+from support.app import FakeClock, make_settings
 
 MODEL = "gpt-3.5-turbo"
 MESSAGES = [{"role": "user", "content": "plan"}]

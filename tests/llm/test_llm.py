@@ -9,7 +9,6 @@ import httpx
 import pytest
 import respx
 
-from conftest import TEST_KEY, answer, completion_body, make_settings
 from planner_arm.errors import (
     LLMError,
     LLMRateLimited,
@@ -18,6 +17,7 @@ from planner_arm.errors import (
     LLMUnsupportedFormat,
 )
 from planner_arm.llm.client import LLMClient, redact
+from support.app import TEST_KEY, answer, completion_body, make_settings
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 
@@ -233,9 +233,9 @@ def test_a_model_call_imports_none_of_the_sdks_other_resources() -> None:
 import asyncio, sys
 import httpx, respx
 sys.path.insert(0, "tests")
-from conftest import answer, make_settings
+from support.app import answer, make_settings
 from planner_arm.llm.client import LLMClient
-from sse import model_sse
+from support.sse import model_sse
 
 class Sink:
     def begin(self, model): pass

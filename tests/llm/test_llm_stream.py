@@ -8,10 +8,10 @@ import httpx
 import pytest
 import respx
 
-from conftest import answer, make_settings
 from planner_arm.errors import LLMTransientError
 from planner_arm.llm.client import LLMClient
-from sse import model_sse as sse
+from support.app import answer, make_settings
+from support.sse import model_sse as sse
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 

@@ -4,7 +4,6 @@ import random
 
 import pytest
 
-from conftest import FakeClock
 from planner_arm.clock import Deadline
 from planner_arm.config_sections import RetrySettings
 from planner_arm.errors import (
@@ -15,6 +14,7 @@ from planner_arm.errors import (
     LLMUnsupportedFormat,
 )
 from planner_arm.llm.retry import Next, RetryPolicy
+from support.app import FakeClock
 
 
 def policy(clock: FakeClock, **settings: float) -> RetryPolicy:

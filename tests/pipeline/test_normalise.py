@@ -19,8 +19,7 @@ from planner_arm.pipeline.parsing import extract_json
 from planner_arm.pipeline.well_formed import as_asked
 from planner_arm.plan.arms import ArmChoice, ArmResolver
 from planner_arm.plan.draft import DraftPlan, repair_code
-
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-model-answers"
+from support.app import FIXTURES, fixture_text, good_plan
 
 
 class FakeResolver:
@@ -469,7 +468,7 @@ def test_repairs_are_aggregated_one_entry_per_code() -> None:
 
 
 def read_fixture(name: str) -> Any:
-    return extract_json((FIXTURES / name).read_text(encoding="utf-8"))[0]
+    return extract_json(fixture_text(name))[0]
 
 
 @pytest.mark.parametrize(
@@ -657,8 +656,6 @@ def test_fast_path_builds_what_the_full_normaliser_would(
 
 
 def test_fast_path_takes_the_well_formed_answer() -> None:
-    from conftest import good_plan
-
     resolver = ArmResolver(load_settings().arms, load_settings().arm_aliases)
     data = good_plan()
     fast = as_asked(data, resolver)

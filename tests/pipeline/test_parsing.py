@@ -21,8 +21,8 @@ from planner_arm.pipeline.value_text import (
     split_list_text,
 )
 from planner_arm.plan.draft import repair_code
+from support.app import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real-model-answers"
 PLAN = {"plan": [{"step": 1, "action": "Fix the bug", "depends_on": []}], "confidence": 0.8}
 PLAN_TEXT = json.dumps(PLAN)
 

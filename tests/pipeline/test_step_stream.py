@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner_arm.pipeline.step_stream import StepCutter
-from stub_llm import PLAN, PLAN_JSON
+from support.stub_model import PLAN, PLAN_JSON
 
 
 def cut(chunks: list[str]) -> list[Any]:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from arm_choice_set import Labelled, Part, load, score
 from planner_arm.config import load_settings
 from planner_arm.plan.arms import ArmResolver
+from support.arm_choice_set import Labelled, Part, load, score
 
 ARMS = ("planner", "retriever", "coder", "executor", "judge", "guardian")
 

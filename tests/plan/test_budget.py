@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_settings
-from invariants import assert_valid_plan
 from planner_arm.config_sections import Price
 from planner_arm.errors import BudgetExceeded
 from planner_arm.pipeline.assembly import assemble_response
@@ -21,6 +19,8 @@ from planner_arm.plan.schemas import Budget, PlanStep
 from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.budget_fit import budgeted_fallback
+from support.app import make_settings
+from support.invariants import assert_valid_plan
 
 SETTINGS = make_settings(llm=False)
 RULES = PlanRules.from_settings(SETTINGS)

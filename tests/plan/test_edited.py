@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from conftest import fixture_text, good_plan, make_settings
-from invariants import assert_valid_plan
 from planner_arm.pipeline.assembly import validated_response
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.edited import EDIT_ERROR_CODES, check_edited_plan
 from planner_arm.plan.validation import PlanRules
+from support.app import fixture_text, good_plan, make_settings
+from support.invariants import assert_valid_plan
 
 SETTINGS = make_settings(llm=False)
 RULES = PlanRules.from_settings(SETTINGS)

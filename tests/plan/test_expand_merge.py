@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from conftest import good_plan, make_settings
 from planner_arm.errors import ExpandRejected
 from planner_arm.plan.estimation import critical_path_duration, parallel_stages
 from planner_arm.plan.expand_merge import expandable_step, splice, surroundings
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.validation import PlanRules
+from support.app import good_plan, make_settings
 
 RULES = PlanRules.from_settings(make_settings(llm=False))
 

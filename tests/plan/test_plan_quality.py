@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import good_plan
 from planner_arm.llm.prompts import example_texts
 from planner_arm.plan.plan_quality import (
     checked_prohibitions,
@@ -12,6 +11,7 @@ from planner_arm.plan.plan_quality import (
     quality_problems,
 )
 from planner_arm.plan.schemas import PlanStep
+from support.app import good_plan
 
 STEPS = [PlanStep(**step) for step in good_plan()["plan"]]  # search, patch, test, validate
 

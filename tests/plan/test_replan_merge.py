@@ -12,8 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from conftest import good_plan, make_settings
-from invariants import assert_valid_plan
 from planner_arm.errors import PlanValidationError, ReplanLimitReached, ReplanRejected
 from planner_arm.pipeline.assembly import assemble_response, validated_response
 from planner_arm.plan.arms import ArmResolver
@@ -26,6 +24,8 @@ from planner_arm.plan.replan_scope import ReplanScope, replan_scope
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import PlanRules, ValidPlan
+from support.app import good_plan, make_settings
+from support.invariants import assert_valid_plan
 
 SETTINGS = make_settings(llm=False)
 RULES = PlanRules.from_settings(SETTINGS)

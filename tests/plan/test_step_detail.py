@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_settings
-from invariants import assert_valid_plan
 from planner_arm.pipeline.assembly import assemble_response
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.spend import Spend
 from planner_arm.plan.step_detail import step_detail
 from planner_arm.plan.validation import PlanRules, validate_plan
+from support.app import make_settings
+from support.invariants import assert_valid_plan
 
 SETTINGS = make_settings(llm=False)
 RULES = PlanRules.from_settings(SETTINGS)

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from invariants import DEFAULT_ARMS, assert_valid_plan
 from planner_arm.config import Settings
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan import validation
@@ -32,6 +31,7 @@ from planner_arm.plan.validation import (
     ValidPlan,
     validate_plan,
 )
+from support.invariants import DEFAULT_ARMS, assert_valid_plan
 
 RULES = PlanRules(min_steps=3, max_steps=7, require_validation_step=True, arm_ids=DEFAULT_ARMS)
 TYPICAL_COST = {"retriever": 1, "coder": 3, "executor": 2, "judge": 2, "guardian": 2, "planner": 2}

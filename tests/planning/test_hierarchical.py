@@ -10,9 +10,9 @@ from typing import Any
 import httpx
 import respx
 
-from conftest import FakeClock, answer, good_plan, make_settings, running_app
-from invariants import assert_valid_plan
-from sse import parse_sse
+from support.app import FakeClock, answer, good_plan, make_settings, running_app
+from support.invariants import assert_valid_plan
+from support.sse import parse_sse
 
 GOAL = {"goal": "Fix authentication bug and add tests", "strategy": "hierarchical"}
 

@@ -5,33 +5,27 @@ that do not count toward max_replans, and the round limit that ends a model's en
 from __future__ import annotations
 
 import json
-import random
 from typing import Any
 
 import httpx
 import pytest
 import respx
 
-from conftest import FakeClock, answer, good_plan, make_settings
-from invariants import assert_valid_plan
 from planner_arm.errors import ReplanLimitReached, ReplanRejected
-from planner_arm.llm.client import LLMClient
-from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
-from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.replan import Replanner
 from planner_arm.planning.strategies import StrategyPlanner
+from support.app import FakeClock, answer, good_plan
+from support.factories import make_planner
+from support.invariants import assert_valid_plan
 
 GOAL = "Fix authentication bug and add tests"
 
 
 class Service:
     def __init__(self, clock: FakeClock, llm: bool = True, **overrides: Any) -> None:
-        settings = make_settings(llm=llm, **overrides)
-        client = LLMClient(settings, httpx.AsyncClient()) if llm else None
-        metrics = PlannerMetrics("test", "test")
-        planner = PlannerArm(settings, client, metrics, clock.as_clock(), random.Random(3))
+        planner = make_planner(clock, llm=llm, **overrides)
         self.plans = StrategyPlanner(planner)
         self.replanner = Replanner(planner)
 

@@ -9,11 +9,7 @@ import httpx
 import pytest
 import respx
 
-from conftest import FakeClock, answer, good_plan, make_settings, running_app
-from invariants import assert_valid_plan
 from planner_arm.config import load_settings
-from planner_arm.llm.client import LLMClient
-from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.planning.cache import (
     CachingPlanner,
@@ -21,7 +17,9 @@ from planner_arm.planning.cache import (
     request_key,
     settings_fingerprint,
 )
-from planner_arm.planning.planner import PlannerArm
+from support.app import FakeClock, answer, good_plan, make_settings, running_app
+from support.factories import make_planner
+from support.invariants import assert_valid_plan
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
 
@@ -285,11 +283,10 @@ async def test_a_first_caller_that_goes_away_still_fills_the_cache(
         return answer(good_plan())
 
     chat_route.side_effect = held
-    settings = make_settings()
-    planner = PlannerArm(
-        settings, LLMClient(settings, httpx.AsyncClient()), PlannerMetrics("t", "t")
+    planner = make_planner()
+    plans = CachingPlanner(
+        planner, planner.settings, planner.metrics, planner.clock, planner.recorder
     )
-    plans = CachingPlanner(planner, settings, planner.metrics, planner.clock, planner.recorder)
     request = PlanRequest(**GOAL)
     first = asyncio.create_task(plans.plan(request, "gone", use_cache=True))
     await arrived.wait()

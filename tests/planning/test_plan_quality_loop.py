@@ -4,31 +4,16 @@ a step copied from the example), and keeps the plan with a warning when it does 
 from __future__ import annotations
 
 import json
-import random
 from typing import Any
 
-import httpx
 import respx
 
-from conftest import FakeClock, answer, good_plan, make_settings
-from planner_arm.llm.client import LLMClient
 from planner_arm.llm.prompts import example_texts
-from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.planning.planner import PlannerArm
+from support.app import FakeClock, answer, good_plan
+from support.factories import make_planner
 
 DEPLOY = PlanRequest(goal="Build the inventory API", constraints=["Deploy to Kubernetes"])
-
-
-def build(clock: FakeClock, **overrides: Any) -> PlannerArm:
-    settings = make_settings(**overrides)
-    return PlannerArm(
-        settings,
-        LLMClient(settings, httpx.AsyncClient()),
-        PlannerMetrics("test", "test"),
-        clock.as_clock(),
-        random.Random(3),
-    )
 
 
 def with_deploy_step() -> dict[str, Any]:
@@ -58,7 +43,7 @@ async def test_an_ignored_constraint_earns_one_repair_prompt_naming_it(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.side_effect = [answer(good_plan()), answer(with_deploy_step())]
-    response = await build(fake_clock).plan(DEPLOY, "r1")
+    response = await make_planner(fake_clock).plan(DEPLOY, "r1")
     assert response.metadata.source == "llm"
     assert response.metadata.attempts == 2
     assert "'Deploy to Kubernetes'" in last_user_message(chat_route)
@@ -71,7 +56,7 @@ async def test_a_model_that_ignores_it_twice_keeps_its_plan_with_a_warning(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer(good_plan())
-    response = await build(fake_clock).plan(DEPLOY, "r2")
+    response = await make_planner(fake_clock).plan(DEPLOY, "r2")
     # Usable either time: the model's plan, not the fallback, and no third call.
     assert response.metadata.source == "llm"
     assert response.metadata.attempts == 2
@@ -84,7 +69,7 @@ async def test_without_a_repair_left_the_plan_is_kept_at_once_with_a_warning(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer(good_plan())
-    planner = build(fake_clock, retry={"repairs_per_model": 0})
+    planner = make_planner(fake_clock, retry={"repairs_per_model": 0})
     response = await planner.plan(DEPLOY, "r3")
     assert (response.metadata.source, response.metadata.attempts) == ("llm", 1)
     assert [w.code for w in response.metadata.warnings] == ["constraint_not_addressed"]
@@ -94,7 +79,7 @@ async def test_a_repair_that_breaks_the_plan_keeps_the_first_plan(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.side_effect = [answer(good_plan()), answer("sorry, no plan")]
-    response = await build(fake_clock).plan(DEPLOY, "r4")
+    response = await make_planner(fake_clock).plan(DEPLOY, "r4")
     assert response.metadata.source == "llm"
     assert [w.code for w in response.metadata.warnings] == ["constraint_not_addressed"]
 
@@ -106,7 +91,7 @@ async def test_a_step_copied_from_the_example_is_sent_back(
     copied["plan"][0]["action"] = example_texts()[0]
     chat_route.side_effect = [answer(copied), answer(good_plan())]
     request = PlanRequest(goal="Fix authentication bug and add tests")
-    response = await build(fake_clock).plan(request, "r5")
+    response = await make_planner(fake_clock).plan(request, "r5")
     assert response.metadata.attempts == 2
     assert "repeats the rules' example text" in last_user_message(chat_route)
     assert response.metadata.warnings == []
@@ -118,7 +103,7 @@ async def test_a_prohibition_is_mended_locally_with_one_call(
     chat_route.return_value = answer(good_plan())
     never = "Never restart the production database"
     request = PlanRequest(goal="Fix authentication bug", constraints=[never])
-    response = await build(fake_clock).plan(request, "r6")
+    response = await make_planner(fake_clock).plan(request, "r6")
     assert response.metadata.attempts == 1
     assert f"Constraint respected: {never}" in response.plan[-1].acceptance_criteria
     assert "constraint_check_added" in {note.code for note in response.metadata.repairs}

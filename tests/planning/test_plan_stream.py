@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import FakeClock, make_settings
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.plan_stream import PING, PlanStream
+from support.app import FakeClock, make_settings
 
 
 def new_stream(metrics: PlannerMetrics) -> PlanStream:

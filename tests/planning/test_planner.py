@@ -4,30 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 
 import httpx
 import pytest
 import respx
 
-from conftest import FakeClock, answer, good_plan, make_settings
-from planner_arm.llm.client import LLMClient
-from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.planning.planner import PlannerArm
+from support.app import FakeClock, answer, good_plan
+from support.factories import make_planner
 
 REQUEST = PlanRequest(goal="Fix authentication bug and add tests")
-
-
-def build(settings_overrides: dict[str, object], clock: FakeClock) -> PlannerArm:
-    settings = make_settings(**settings_overrides)
-    return PlannerArm(
-        settings,
-        LLMClient(settings, httpx.AsyncClient()),
-        PlannerMetrics("test", "test"),
-        clock.as_clock(),
-        random.Random(3),
-    )
 
 
 def models_called(route: respx.Route) -> list[str]:
@@ -38,7 +24,7 @@ async def test_garbage_everywhere_costs_at_most_three_calls(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer("no plan here, sorry")
-    planner = build({"model": {"name": "a", "fallback_models": ["b", "c", "d"]}}, fake_clock)
+    planner = make_planner(fake_clock, model={"name": "a", "fallback_models": ["b", "c", "d"]})
     response = await planner.plan(REQUEST, "r1")
     assert response.metadata.source == "fallback"
     assert response.metadata.attempts == 3
@@ -50,7 +36,7 @@ async def test_one_repair_per_model_then_fallback(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer('{"plan": []}')
-    planner = build({}, fake_clock)
+    planner = make_planner(fake_clock)
     response = await planner.plan(REQUEST, "r2")
     assert response.metadata.source == "fallback"
     assert models_called(chat_route) == ["gpt-3.5-turbo", "gpt-3.5-turbo"]
@@ -61,7 +47,7 @@ async def test_configured_call_budget_is_respected(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = httpx.Response(500, json={})
-    planner = build({"retry": {"max_llm_calls": 5}}, fake_clock)
+    planner = make_planner(fake_clock, retry={"max_llm_calls": 5})
     response = await planner.plan(REQUEST, "r3")
     assert response.metadata.attempts == 5
     assert len(fake_clock.sleeps) == 4
@@ -69,7 +55,7 @@ async def test_configured_call_budget_is_respected(
 
 async def test_costs_add_up_across_calls(chat_route: respx.Route, fake_clock: FakeClock) -> None:
     chat_route.side_effect = [answer("nothing useful"), answer(good_plan())]
-    planner = build({"model": {"name": "gpt-4o-mini"}}, fake_clock)
+    planner = make_planner(fake_clock, model={"name": "gpt-4o-mini"})
     response = await planner.plan(REQUEST, "r4")
     assert response.metadata.source == "llm"
     assert response.estimated_cost.prompt_tokens == 1800
@@ -82,7 +68,7 @@ async def test_unpriced_model_is_a_warning_not_an_error(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer(good_plan())
-    planner = build({"model": {"name": "local-qwen"}}, fake_clock)
+    planner = make_planner(fake_clock, model={"name": "local-qwen"})
     response = await planner.plan(REQUEST, "r5")
     assert response.estimated_cost.llm_usd == 0.0
     assert [(w.code, w.detail) for w in response.metadata.warnings] == [
@@ -94,7 +80,7 @@ async def test_model_supplied_fields_are_kept(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer(good_plan())
-    response = await build({}, fake_clock).plan(REQUEST, "r6")
+    response = await make_planner(fake_clock).plan(REQUEST, "r6")
     assert response.rationale == good_plan()["rationale"]
     assert response.complexity_score == 0.5
     assert response.confidence == 0.9
@@ -105,8 +91,8 @@ async def test_open_circuit_skips_the_model_without_a_call(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = httpx.Response(503, json={})
-    planner = build(
-        {"circuit": {"consecutive_failures": 2}, "retry": {"max_llm_calls": 1}}, fake_clock
+    planner = make_planner(
+        fake_clock, circuit={"consecutive_failures": 2}, retry={"max_llm_calls": 1}
     )
     for _ in range(2):
         assert (await planner.plan(REQUEST, "r")).metadata.source == "fallback"
@@ -131,13 +117,11 @@ async def test_open_circuit_moves_to_the_next_model(
         if json.loads(request.content)["model"] == "a"
         else answer(good_plan())
     )
-    planner = build(
-        {
-            "model": {"name": "a", "fallback_models": ["b"]},
-            "circuit": {"consecutive_failures": 1},
-            "retry": {"max_llm_calls": 2},
-        },
+    planner = make_planner(
         fake_clock,
+        model={"name": "a", "fallback_models": ["b"]},
+        circuit={"consecutive_failures": 1},
+        retry={"max_llm_calls": 2},
     )
     first = await planner.plan(REQUEST, "r")
     assert first.metadata.model == "b"
@@ -155,10 +139,7 @@ async def test_full_call_slots_give_the_fallback_not_a_queue(chat_route: respx.R
         return answer(good_plan())
 
     chat_route.side_effect = held
-    settings = make_settings(connection={"max_in_flight": 1, "queue_timeout_seconds": 0.05})
-    planner = PlannerArm(
-        settings, LLMClient(settings, httpx.AsyncClient()), PlannerMetrics("t", "t")
-    )
+    planner = make_planner(connection={"max_in_flight": 1, "queue_timeout_seconds": 0.05})
     holder = asyncio.create_task(planner.plan(REQUEST, "holder"))
     for _ in range(20):
         await asyncio.sleep(0)
@@ -188,7 +169,7 @@ async def test_a_long_retry_after_moves_on_to_the_next_model(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.side_effect = two_models(httpx.Response(429, headers={"retry-after": "60"}, json={}))
-    planner = build({"model": {"name": "a", "fallback_models": ["b"]}}, fake_clock)
+    planner = make_planner(fake_clock, model={"name": "a", "fallback_models": ["b"]})
     response = await planner.plan(REQUEST, "r")
     assert response.metadata.source == "llm"
     assert response.metadata.model == "b"
@@ -200,7 +181,7 @@ async def test_a_model_that_times_out_hands_over_to_the_next(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.side_effect = two_models(httpx.ReadTimeout)
-    planner = build({"model": {"name": "a", "fallback_models": ["b"]}}, fake_clock)
+    planner = make_planner(fake_clock, model={"name": "a", "fallback_models": ["b"]})
     response = await planner.plan(REQUEST, "r")
     assert response.metadata.model == "b"
     assert models_called(chat_route) == ["a", "b"]
@@ -210,7 +191,7 @@ async def test_each_call_keeps_time_for_the_next_model_and_the_fallback(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.side_effect = two_models(httpx.Response(401, json={}))
-    planner = build({"model": {"name": "a", "fallback_models": ["b"]}}, fake_clock)
+    planner = make_planner(fake_clock, model={"name": "a", "fallback_models": ["b"]})
     await planner.plan(REQUEST, "r")
     timeouts = [call.request.extensions["timeout"]["read"] for call in chat_route.calls]
     # Deadline 10 s: "a" may take all but the next model's 3 s and the fallback's 0.1 s;

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from structlog.testing import capture_logs
 
-from conftest import make_settings
-from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.traffic import SEED_AVERAGE_LATENCY_MS, TrafficStats
+from support.factories import make_planner
 
 
 async def test_the_goal_is_logged_only_cut_short() -> None:
     goal = "Migrate the billing database to the new cluster " + "with customer data " * 40
     with capture_logs() as logs:
-        planner = PlannerArm(make_settings(llm=False), None, PlannerMetrics("t", "t"))
+        planner = make_planner(llm=False)
         await planner.plan(PlanRequest(goal=goal), "r1")
     created = [entry for entry in logs if entry["event"] == "plan_created"]
     assert len(created) == 1

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import respx
 
-from conftest import answer, good_plan, make_settings, running_app
-from invariants import assert_valid_plan
-from metrics_text import sample
-from redis_server import RedisServer
+from support.app import answer, good_plan, make_settings, running_app
+from support.invariants import assert_valid_plan, sample
+from support.redis_server import RedisServer
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
 

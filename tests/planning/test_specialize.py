@@ -5,21 +5,18 @@ response_format, the deadline over many steps, and how many calls it all costs."
 from __future__ import annotations
 
 import json
-import random
 from typing import Any
 
 import httpx
 import respx
 
-from conftest import FakeClock, answer, make_settings
 from planner_arm.clock import Deadline
-from planner_arm.llm.client import LLMClient
-from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.arm_inputs import check_input, input_schema
 from planner_arm.plan.input_refs import earlier_steps
 from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanStep
-from planner_arm.planning.planner import PlannerArm
 from planner_arm.planning.specialize_plan import PlanSpecializer
+from support.app import FakeClock, answer
+from support.factories import make_planner
 
 GOAL = "Fix authentication bug and add tests"
 CODER_INPUT = {"instruction": "Fix the expiry check found in {{steps.1.output}}",
@@ -27,11 +24,7 @@ CODER_INPUT = {"instruction": "Fix the expiry check found in {{steps.1.output}}"
 
 
 def build(clock: FakeClock, llm: bool = True, **overrides: Any) -> PlanSpecializer:
-    settings = make_settings(llm=llm, **overrides)
-    client = LLMClient(settings, httpx.AsyncClient()) if llm else None
-    metrics = PlannerMetrics("test", "test")
-    return PlanSpecializer(PlannerArm(settings, client, metrics, clock.as_clock(),
-                                      random.Random(3)))  # fmt: skip
+    return PlanSpecializer(make_planner(clock, llm=llm, **overrides))
 
 
 def plan_of(steps: list[PlanStep]) -> PlanResponse:

@@ -3,9 +3,9 @@ used records first, each kind of record within its own bound."""
 
 from __future__ import annotations
 
-from conftest import FakeClock
 from planner_arm.store.base import Claimed, InProgress, Replay
 from planner_arm.store.memory import MemoryStore
+from support.app import FakeClock
 
 ANSWER = {"plan_id": "p-1"}
 

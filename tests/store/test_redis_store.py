@@ -15,14 +15,14 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from conftest import FakeClock
 from planner_arm.clock import Deadline
 from planner_arm.config import load_settings
 from planner_arm.errors import StoreUnavailable
 from planner_arm.store.base import Claimed, InProgress, PlanStore, Replay
 from planner_arm.store.factory import build_store
 from planner_arm.store.redis_backend import RedisStore
-from redis_server import RedisServer
+from support.app import FakeClock
+from support.redis_server import RedisServer
 
 ANSWER = {"plan_id": "p-1", "version": 1}
 DAY_MS = 86_400_000

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from conftest import FakeClock
 from planner_arm.clock import Deadline
 from planner_arm.config import load_settings
 from planner_arm.store.base import Claimed, ClaimOutcome, Conflict, InProgress, PlanStore, Replay
 from planner_arm.store.factory import build_store
+from support.app import FakeClock
 
 LEASE = 30.0
 ANSWER = {"plan_id": "p-1", "steps": [{"step": 1, "action": "Write the fix"}], "version": 1}

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import FakeClock
 from planner_arm.config import ConfigError, load_settings
 from planner_arm.store.factory import build_store
+from support.app import FakeClock
 
 
 async def test_without_a_url_the_store_is_in_memory(fake_clock: FakeClock) -> None:

@@ -1,5 +1,7 @@
-"""A scriptable OpenAI-compatible chat completions server on loopback, for fault injection
-tests and the load benchmark.
+"""The stub model: a scriptable OpenAI-compatible chat completions server, and a good plan.
+
+A server on loopback for fault injection tests and the benchmarks; `PLAN` (and `PLAN_JSON`)
+is the valid 4-step plan it answers with unless scripted otherwise.
 
 Each chat completion takes the next scripted behaviour, then the default one: a normal reply,
 an error status, a hang, a byte-by-byte drip, a dropped connection, a slow reply, or an answer
@@ -13,8 +15,8 @@ drive it:
         ...                                # point OPENAI_BASE_URL at stub.base_url
         assert stub.calls == 3
 
-As a process, for benchmarks: `python tests/stub_llm.py --port P` answers every call with
-`Reply()` and prints `ready <base_url>` on stdout once it listens.
+As a process, for benchmarks: `python tests/support/stub_model.py --port P` answers every
+call with `Reply()` and prints `ready <base_url>` on stdout once it listens.
 """
 
 from __future__ import annotations
@@ -192,6 +194,10 @@ _ERROR_CODES = {
     404: "model_not_found",
     429: "rate_limit_exceeded",
 }
+# GET /v1/models: the one model the stub answers as.
+_MODELS_BODY = json.dumps(
+    {"object": "list", "data": [{"id": DEFAULT_MODEL, "object": "model", "owned_by": "stub"}]}
+).encode()
 
 
 @dataclass
@@ -471,27 +477,31 @@ class StubLLM:
         """Answers one request; False when the connection cannot carry another one."""
         keep_alive = request.keep_alive
         if request.method == "GET" and request.path.endswith("/models"):
-            models = {
-                "object": "list",
-                "data": [{"id": DEFAULT_MODEL, "object": "model", "owned_by": "stub"}],
-            }
-            return await _send(writer, _response(200, json.dumps(models).encode(), keep_alive))
+            return await _send(writer, _response(200, _MODELS_BODY, keep_alive))
         if request.method != "POST" or not request.path.endswith("/chat/completions"):
             body = _error_body(404, f"no route {request.method} {request.path}")
             return await _send(writer, _response(404, body, keep_alive))
-        try:
-            payload = json.loads(request.body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            payload = None
-        if not isinstance(payload, dict):
+        payload = _json_object(request.body)
+        if payload is None:
             body = _error_body(400, "the request body is not a JSON object")
             return await _send(writer, _response(400, body, keep_alive))
-
         if payload.get("stream") and not self.streaming:
             self._next(payload)
             body = _error_body(400, "stream is not supported by this server")
             return await _send(writer, _response(400, body, keep_alive))
         behaviour = self._next(payload)
+        return await self._play(behaviour, payload, keep_alive, reader, writer)
+
+    async def _play(
+        self,
+        behaviour: Behaviour,
+        payload: dict[str, Any],
+        keep_alive: bool,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> bool:
+        """Answers a chat completion as `behaviour` says; False when the connection cannot
+        carry another request."""
         model = str(payload.get("model") or DEFAULT_MODEL)
         if payload.get("stream") and isinstance(behaviour, Reply):
             if behaviour.delay > 0:
@@ -499,19 +509,8 @@ class StubLLM:
             behaviour = Streamed(behaviour.content or "", chunk_chars=1 << 20)
         if isinstance(behaviour, Streamed):
             usage = bool((payload.get("stream_options") or {}).get("include_usage"))
-            try:
-                finished = await _stream(writer, behaviour, model, keep_alive, usage=usage)
-            except ConnectionError:
-                finished = False
-            if not finished and behaviour.break_after is None:
-                self.cut_off.set()  # the client left before the answer was written
-            return finished
-        if isinstance(behaviour, Slow):
-            behaviour = Reply(delay=behaviour.seconds)
-        if isinstance(behaviour, Held):
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, behaviour.release.wait, 30)
-            behaviour = Reply()
+            return await self._stream_answer(writer, behaviour, model, keep_alive, usage)
+        behaviour = await _waited(behaviour)
         if isinstance(behaviour, Reply):
             if behaviour.delay > 0:
                 await asyncio.sleep(behaviour.delay)
@@ -522,19 +521,66 @@ class StubLLM:
             response = _response(behaviour.status, body, keep_alive, behaviour.headers)
             return await _send(writer, response)
         if isinstance(behaviour, Hang):
-            while await reader.read(65536):
-                pass  # until the client closes its end
-            return False
+            return await _hang(reader)
         if isinstance(behaviour, Drip):
-            body = _reply_body(Reply(), model)
-            if not await _send(writer, _head(200, len(body), keep_alive)):
-                return False
-            for index in range(min(behaviour.chunks, len(body))):
-                await asyncio.sleep(behaviour.interval)
-                if not await _send(writer, body[index : index + 1]):
-                    return False
-            return await _send(writer, body[behaviour.chunks :])
+            return await _drip(writer, behaviour, model, keep_alive)
         return False  # Drop: close without a word
+
+    async def _stream_answer(
+        self,
+        writer: asyncio.StreamWriter,
+        answer: Streamed,
+        model: str,
+        keep_alive: bool,
+        usage: bool,
+    ) -> bool:
+        """Streams `answer`, and sets `cut_off` when the client left before its end."""
+        try:
+            finished = await _stream(writer, answer, model, keep_alive, usage=usage)
+        except ConnectionError:
+            finished = False
+        if not finished and answer.break_after is None:
+            self.cut_off.set()  # the client left before the answer was written
+        return finished
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    """The request body as a JSON object; None when it is not one."""
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+async def _waited(behaviour: Behaviour) -> Behaviour:
+    """A Slow or a Held as the Reply it ends in (a Held once the test releases it)."""
+    if isinstance(behaviour, Slow):
+        return Reply(delay=behaviour.seconds)
+    if isinstance(behaviour, Held):
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, behaviour.release.wait, 30)
+        return Reply()
+    return behaviour
+
+
+async def _hang(reader: asyncio.StreamReader) -> bool:
+    """Answers nothing until the client closes its end."""
+    while await reader.read(65536):
+        pass
+    return False
+
+
+async def _drip(writer: asyncio.StreamWriter, drip: Drip, model: str, keep_alive: bool) -> bool:
+    """The head at once, then the body a byte every `drip.interval` seconds, then the rest."""
+    body = _reply_body(Reply(), model)
+    if not await _send(writer, _head(200, len(body), keep_alive)):
+        return False
+    for index in range(min(drip.chunks, len(body))):
+        await asyncio.sleep(drip.interval)
+        if not await _send(writer, body[index : index + 1]):
+            return False
+    return await _send(writer, body[drip.chunks :])
 
 
 def _chunk_event(model: str, choices: list[dict[str, Any]], **extra: Any) -> bytes:

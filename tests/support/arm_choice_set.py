@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-SET_PATH = Path(__file__).resolve().parent / "data" / "arm_choice.jsonl"
+SET_PATH = Path(__file__).resolve().parents[1] / "data" / "arm_choice.jsonl"
 Part = Literal["tuning", "heldout", "all"]
 
 

@@ -19,14 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from support.service import free_port
+
 START_SECONDS = 10.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _answers_ping(port: int) -> bool:
@@ -63,7 +58,7 @@ class RedisServer:
         # The port is free when picked; if another process takes it first, the server exits
         # at once and the next try picks another.
         for _ in range(3):
-            self.port = _free_port()
+            self.port = free_port()
             args = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
             # At "notice", the server logs the line that says it is ready; the start waits for
             # that line instead of polling the port.

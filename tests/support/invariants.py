@@ -1,12 +1,21 @@
-"""`assert_valid_plan`: every promise a 200 response from POST /plan makes, checked on its JSON.
+"""Checks every answer of the service must pass: plan invariants, the error shape, metrics.
 
-Import it as `from invariants import assert_valid_plan` (pytest puts `tests/` on sys.path).
+`assert_valid_plan`: every promise a 200 response from POST /plan makes, checked on its JSON.
+`assert_error_body`: the one error shape every error answer of the API has,
+`{"error": code, "detail": one sentence, "request_id": id}`, plus `errors` (each problem:
+`code`, `message`, maybe `loc` and `step`) when a request or a plan had problems to list, and
+`figures` when no plan fits a budget.
+`sample`: one value of the service's /metrics text, read with the Prometheus client's own
+parser, so the tests hold the real text format too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from typing import Any, TypeGuard
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 DEFAULT_ARMS = ("planner", "retriever", "coder", "executor", "judge", "guardian")
 SOURCES = ("llm", "fallback", "cache", "validated")
@@ -62,6 +71,27 @@ def assert_valid_plan(
     if not partial:
         assert min_steps <= n <= most, f"plan has {n} steps; expected {min_steps}..{max_steps}"
 
+    durations, deps_of = _assert_steps(plan, arm_ids, consecutive, numbers_rise)
+    if require_validation_step and not partial:
+        last_arm = plan[-1].get("required_arm") if plan else None
+        assert last_arm == "judge", f"last step's arm is {last_arm!r}, not 'judge'"
+        if require_dependency_check:
+            _assert_final_check_comes_last(deps_of, plan[-1]["step"])
+
+    _assert_summary(body, durations)
+    _assert_stages(body.get("parallel_stages"), deps_of)
+    _assert_critical_path(body.get("critical_path_duration"), durations, deps_of)
+    _assert_estimated_cost(body.get("estimated_cost"))
+    _assert_metadata(body.get("metadata"))
+    for name in ("plan_id", "request_id"):
+        assert _nonempty_str(body.get(name)), f"{name} {body.get(name)!r} is empty"
+    _assert_lineage(body, expansions)
+
+
+def _assert_steps(
+    plan: list[Any], arm_ids: Collection[str], consecutive: bool, numbers_rise: bool
+) -> tuple[dict[int, int], dict[int, list[int]]]:
+    """Each step in list order; returns every step's duration and dependencies by number."""
     durations: dict[int, int] = {}
     deps_of: dict[int, list[int]] = {}
     for index, step in enumerate(plan, 1):
@@ -73,33 +103,45 @@ def assert_valid_plan(
         assert in_order or not numbers_rise, f"step at {index} is numbered {number!r}"
         assert number not in durations, f"step {number} is listed twice"
         where = f"step {number}"
-        assert _nonempty_str(step.get("action")), f"{where}: empty action {step.get('action')!r}"
-        arm = step.get("required_arm")
-        assert arm in arm_ids, f"{where}: required_arm {arm!r} not in {sorted(arm_ids)}"
-        criteria = step.get("acceptance_criteria")
-        assert _is_str_list(criteria), f"{where}: acceptance_criteria {criteria!r}"
-        assert any(text.strip() for text in criteria), f"{where}: no non-empty criterion"
-        deps = step.get("depends_on")
-        assert isinstance(deps, list), f"{where}: depends_on {deps!r} is not a list"
-        assert all(_is_int(dep) for dep in deps), f"{where}: depends_on {deps!r} holds a non-int"
-        assert len(set(deps)) == len(deps), f"{where}: repeated dependency in {deps}"
-        forward = [dep for dep in deps if dep not in durations]
-        assert not forward, f"{where}: depends on a non-earlier step {forward}"
-        cost = step.get("estimated_cost_tier")
-        assert _is_int(cost), f"{where}: cost tier {cost!r} is not an int"
-        assert 1 <= cost <= 5, f"{where}: cost tier {cost!r} is not 1-5"
-        duration = step.get("estimated_duration_seconds")
-        assert _is_int(duration), f"{where}: duration {duration!r} is not an int"
-        assert duration >= 1, f"{where}: duration {duration!r} is not >= 1"
-        durations[number] = duration
-        deps_of[number] = deps
+        _assert_step_task(step, where, arm_ids)
+        deps_of[number] = _assert_dependencies(step.get("depends_on"), where, durations)
+        durations[number] = _assert_estimates(step, where)
+    return durations, deps_of
 
-    if require_validation_step and not partial:
-        last_arm = plan[-1].get("required_arm") if plan else None
-        assert last_arm == "judge", f"last step's arm is {last_arm!r}, not 'judge'"
-        if require_dependency_check:
-            _assert_final_check_comes_last(deps_of, plan[-1]["step"])
 
+def _assert_step_task(step: Mapping[str, Any], where: str, arm_ids: Collection[str]) -> None:
+    """What the step is: its action, the arm that does it and how to tell it is done."""
+    assert _nonempty_str(step.get("action")), f"{where}: empty action {step.get('action')!r}"
+    arm = step.get("required_arm")
+    assert arm in arm_ids, f"{where}: required_arm {arm!r} not in {sorted(arm_ids)}"
+    criteria = step.get("acceptance_criteria")
+    assert _is_str_list(criteria), f"{where}: acceptance_criteria {criteria!r}"
+    assert any(text.strip() for text in criteria), f"{where}: no non-empty criterion"
+
+
+def _assert_dependencies(deps: object, where: str, earlier: Collection[int]) -> list[int]:
+    """depends_on: distinct numbers of steps listed before this one."""
+    assert isinstance(deps, list), f"{where}: depends_on {deps!r} is not a list"
+    assert all(_is_int(dep) for dep in deps), f"{where}: depends_on {deps!r} holds a non-int"
+    assert len(set(deps)) == len(deps), f"{where}: repeated dependency in {deps}"
+    forward = [dep for dep in deps if dep not in earlier]
+    assert not forward, f"{where}: depends on a non-earlier step {forward}"
+    return deps
+
+
+def _assert_estimates(step: Mapping[str, Any], where: str) -> int:
+    """A cost tier of 1-5 and a duration of at least a second; returns the duration."""
+    cost = step.get("estimated_cost_tier")
+    assert _is_int(cost), f"{where}: cost tier {cost!r} is not an int"
+    assert 1 <= cost <= 5, f"{where}: cost tier {cost!r} is not 1-5"
+    duration = step.get("estimated_duration_seconds")
+    assert _is_int(duration), f"{where}: duration {duration!r} is not an int"
+    assert duration >= 1, f"{where}: duration {duration!r} is not >= 1"
+    return duration
+
+
+def _assert_summary(body: Mapping[str, Any], durations: Mapping[int, int]) -> None:
+    """The total duration is the steps' sum; confidence and complexity in [0, 1]; a rationale."""
     total = body.get("total_estimated_duration")
     assert _is_int(total), f"total_estimated_duration {total!r} is not an int"
     assert total == sum(durations.values()), (
@@ -111,10 +153,9 @@ def assert_valid_plan(
         assert 0.0 <= value <= 1.0, f"{name} {value!r} is not in [0, 1]"
     assert _nonempty_str(body.get("rationale")), f"rationale {body.get('rationale')!r} is empty"
 
-    _assert_stages(body.get("parallel_stages"), deps_of)
-    _assert_critical_path(body.get("critical_path_duration"), durations, deps_of)
 
-    cost = body.get("estimated_cost")
+def _assert_estimated_cost(cost: object) -> None:
+    """Dollars and token counts, none negative; the token counts whole numbers."""
     assert isinstance(cost, Mapping), f"estimated_cost {cost!r} is not an object"
     for name in ("llm_usd", "prompt_tokens", "completion_tokens"):
         value = cost.get(name)
@@ -123,23 +164,26 @@ def assert_valid_plan(
     for name in ("prompt_tokens", "completion_tokens"):
         assert _is_int(cost[name]), f"estimated_cost.{name} {cost[name]!r} is not an int"
 
-    meta = body.get("metadata")
+
+def _assert_metadata(meta: object) -> None:
+    """Where the plan came from, how many model calls it took, its repairs and warnings."""
     assert isinstance(meta, Mapping), f"metadata {meta!r} is not an object"
     assert meta.get("source") in SOURCES, f"metadata.source {meta.get('source')!r}"
     attempts = meta.get("attempts")
     assert _is_int(attempts), f"metadata.attempts {attempts!r} is not an int"
     assert attempts >= 0, f"metadata.attempts {attempts!r} is negative"
     for name in ("repairs", "warnings"):
-        notes = meta.get(name)
-        assert isinstance(notes, list), f"metadata.{name} {notes!r} is not a list"
-        for note in notes:
-            assert isinstance(note, Mapping), f"metadata.{name}: {note!r} is not an object"
-            assert set(note) == {"code", "detail"}, f"metadata.{name}: {note!r}"
-            assert _nonempty_str(note["code"]), f"metadata.{name}: code of {note!r}"
-            assert isinstance(note["detail"], str), f"metadata.{name}: detail of {note!r}"
-    for name in ("plan_id", "request_id"):
-        assert _nonempty_str(body.get(name)), f"{name} {body.get(name)!r} is empty"
-    _assert_lineage(body, expansions)
+        _assert_notes(meta.get(name), f"metadata.{name}")
+
+
+def _assert_notes(notes: object, where: str) -> None:
+    """A list of {"code", "detail"} notes, each with a code."""
+    assert isinstance(notes, list), f"{where} {notes!r} is not a list"
+    for note in notes:
+        assert isinstance(note, Mapping), f"{where}: {note!r} is not an object"
+        assert set(note) == {"code", "detail"}, f"{where}: {note!r}"
+        assert _nonempty_str(note["code"]), f"{where}: code of {note!r}"
+        assert isinstance(note["detail"], str), f"{where}: detail of {note!r}"
 
 
 def _assert_lineage(body: Mapping[str, Any], expansions: int = 0) -> None:
@@ -237,3 +281,39 @@ def _assert_critical_path(
         finish[number] = start + durations[number]
     expected = max(finish.values(), default=0)
     assert value == expected, f"critical_path_duration {value}; the longest chain is {expected}"
+
+
+def assert_error_body(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """Asserts `response` is an error answer with `status` and `code` in the one error shape;
+    returns its body."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body: dict[str, Any] = response.json()
+    assert set(body) - {"errors", "figures"} == {"error", "detail", "request_id"}, body
+    assert body["error"] == code
+    assert isinstance(body["detail"], str), body
+    assert body["detail"].strip(), body
+    assert body["request_id"]
+    assert response.headers["x-request-id"] == body["request_id"]
+    for problem in body.get("errors", []):
+        _assert_problem(problem)
+    assert "Traceback" not in response.text
+    return body
+
+
+def _assert_problem(problem: Mapping[str, Any]) -> None:
+    """One entry of `errors`: a code and a message, maybe where (`loc`) and which `step`."""
+    assert {"code", "message"} <= set(problem) <= {"code", "message", "loc", "step"}, problem
+    assert isinstance(problem["code"], str)
+    assert problem["code"]
+    assert isinstance(problem["message"], str)
+    assert problem["message"]
+
+
+def sample(metrics_text: str, name: str, **labels: str) -> float:
+    """The value of one sample; fails when the text has no such sample."""
+    for family in text_string_to_metric_families(metrics_text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    raise AssertionError(f"no sample {name} {labels}")

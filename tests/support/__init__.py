@@ -1,0 +1,1 @@
+"""Shared test helpers, imported as `from support.<module> import ...` (tests/ is on the path)."""
