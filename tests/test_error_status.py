@@ -25,7 +25,7 @@ _ON_THE_WIRE = [cls for cls in _classes() if cls.code not in errors.PlanningFail
 
 @pytest.mark.parametrize("error_class", _ON_THE_WIRE, ids=lambda cls: cls.__name__)
 def test_a_class_code_reads_the_class_status(error_class: type[errors.PlannerError]) -> None:
-    assert errors.status_for_code(error_class.code) == error_class.status
+    assert errors.status_for_code(error_class.code) == error_class.http_status
 
 
 @pytest.mark.parametrize(
@@ -54,9 +54,9 @@ def test_each_code_has_the_status_the_api_answers_with(code: str, status: int) -
 
 
 def test_planning_failed_takes_its_status_from_its_code() -> None:
-    assert errors.PlanningFailed("x", code="deadline_exceeded").status == 504
-    assert errors.PlanningFailed("x", code="invalid_plan").status == 502
-    assert errors.PlanningFailed("x", code="llm_unavailable").status == 503
+    assert errors.PlanningFailed("x", code="deadline_exceeded").http_status == 504
+    assert errors.PlanningFailed("x", code="invalid_plan").http_status == 502
+    assert errors.PlanningFailed("x", code="llm_unavailable").http_status == 503
 
 
 def test_an_unknown_code_is_a_server_error() -> None:

@@ -1,24 +1,32 @@
-"""`planner-arm serve | plan | validate | replan | get | check-config`."""
+"""The command line: `planner-arm serve | plan | validate | replan | get | check-config`.
+
+Every command builds the service through the same composition root as the app. With `--url`,
+plan, validate, replan and get talk to a running service through `planner_arm.client`;
+without it, plan, validate and replan run in this process (a replan then needs the plan as a
+file: this process has no store of earlier plans), and get, which reads a store, needs --url.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+import json
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
-from planner_arm.cli_lifecycle import API_KEY_OPTION, URL_OPTION, register, remote_plan
-from planner_arm.cli_support import (
-    fail,
-    in_process,
-    json_object,
-    planning_errors,
-    print_plan,
-    settings,
-)
-from planner_arm.config import Settings
+from planner_arm.config import ConfigError, Settings, load_settings
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
+
+if TYPE_CHECKING:  # built lazily: `planner-arm --help` need not load the whole service
+    from planner_arm.planning.wiring import Service
+
+T = TypeVar("T")
 
 cli = typer.Typer(
     name="planner-arm",
@@ -26,6 +34,116 @@ cli = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+URL_OPTION = typer.Option("--url", help="A running service; without it, this process plans")
+API_KEY_OPTION = typer.Option(
+    "--api-key", help="The service's API key, when it needs one (every plan endpoint does)"
+)
+
+
+def _err() -> Console:
+    return Console(stderr=True)
+
+
+def fail(what: str, error: object, code: int = 1) -> typer.Exit:
+    """Say why on stderr; the caller raises the Exit this returns. A service's error already
+    names its code; an unauthorized one says how to give the key."""
+    said = str(error)
+    if getattr(error, "code", None) == "unauthorized":
+        said += " (give the service's key with --api-key)"
+    _err().print(f"[red]{what}:[/red] {said}", highlight=False)
+    return typer.Exit(code)
+
+
+def planning_errors() -> tuple[type[Exception], ...]:
+    """What a command turns into a one-line message and exit 1: a bad argument, the planner's
+    refusal in this process, or the service's answer through the client."""
+    from planner_arm.client import PlannerError as ServiceSaid
+    from planner_arm.errors import PlannerError
+
+    return (ValueError, PlannerError, ServiceSaid)
+
+
+def settings() -> Settings:
+    try:
+        return load_settings()
+    except ConfigError as exc:
+        raise fail("configuration error", exc, 2) from None
+
+
+@asynccontextmanager
+async def in_process(current: Settings) -> AsyncIterator[Service]:
+    """The service of this process, built by the composition root, closed after."""
+    from planner_arm.logging import configure_logging
+    from planner_arm.planning.wiring import build_service
+
+    configure_logging("WARNING", "console")
+    service = build_service(current)
+    try:
+        yield service
+    finally:
+        await service.aclose()
+
+
+def run_in_process(work: Callable[[Service], Awaitable[T]]) -> T:
+    """`work(service)` in this process, with the service built and closed around it."""
+
+    async def run() -> T:
+        async with in_process(settings()) as service:
+            return await work(service)
+
+    return asyncio.run(run())
+
+
+def json_object(text: str, option: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{option} is not JSON: {exc.msg} at character {exc.pos}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{option} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def read_json(path: str, option: str) -> Any:
+    """The JSON in file `path` ("-": standard input)."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"{option}: cannot read {path}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{option}: {path} is not JSON: {exc.msg}") from None
+
+
+def print_plan(response: PlanResponse, title: str, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(response.model_dump(mode="json"), indent=2))
+        return
+    table = Table(title=title[:80], show_lines=False)
+    for column in ("#", "arm", "action", "after", "tier", "seconds"):
+        table.add_column(column)
+    for step in response.plan:
+        table.add_row(
+            str(step.step),
+            step.required_arm,
+            step.action,
+            ", ".join(map(str, step.depends_on)) or "-",
+            str(step.estimated_cost_tier),
+            str(step.estimated_duration_seconds),
+        )
+    out = Console()
+    out.print(table)
+    meta = response.metadata
+    out.print(
+        f"plan_id={response.plan_id} version={response.version} source={meta.source} "
+        f"model={meta.model} attempts={meta.attempts} confidence={response.confidence} "
+        f"critical_path={response.critical_path_duration}s stages={response.parallel_stages}",
+        highlight=False,
+    )
+    for note in meta.warnings:
+        out.print(f"warning {note.code}: {note.detail}", highlight=False)
 
 
 @cli.command()
@@ -57,7 +175,7 @@ def plan(
         str | None, typer.Option("--request-id", help="Your id for this request (default: cli)")
     ] = None,
     strategy: Annotated[
-        str, typer.Option(help="flat, hierarchical or iterative (see the README)")
+        str, typer.Option(help="flat, hierarchical or iterative (see docs/api.md)")
     ] = "flat",
     url: Annotated[str | None, URL_OPTION] = None,
     api_key: Annotated[str | None, API_KEY_OPTION] = None,
@@ -74,36 +192,185 @@ def plan(
             strategy=strategy,  # checked by the model: flat, hierarchical or iterative
         )
         if url is not None:
-            response = remote_plan(url, api_key, request)
+            response = _remote_plan(url, api_key, request)
         else:
-            response = asyncio.run(_plan_here(settings(), request))
+            response = run_in_process(
+                lambda service: service.plans.plan(
+                    request, request.request_id or "cli", use_cache=False
+                )
+            )
     except planning_errors() as exc:
         raise fail("cannot plan", exc) from None
     print_plan(response, goal, as_json)
 
 
-async def _plan_here(current: Settings, request: PlanRequest) -> PlanResponse:
-    from planner_arm.planning.strategies import StrategyPlanner
+def _remote_plan(url: str, api_key: str | None, request: PlanRequest) -> PlanResponse:
+    from planner_arm.client import PlannerClient
 
-    async with in_process(current) as planner:
-        return await StrategyPlanner(planner).plan(request, request.request_id or "cli")
+    with PlannerClient(url, api_key=api_key) as client:
+        return client.plan(
+            request.goal,
+            request.constraints,
+            request.context,
+            strategy=request.strategy,
+            request_id=request.request_id,
+        )
+
+
+@cli.command()
+def validate(
+    plan_file: Annotated[
+        str,
+        typer.Argument(help="A JSON file: a list of steps or a whole plan answer; - reads stdin"),
+    ],
+    fix: Annotated[bool, typer.Option(help="Mend what /plan would mend")] = False,
+    url: Annotated[str | None, URL_OPTION] = None,
+    api_key: Annotated[str | None, API_KEY_OPTION] = None,
+) -> None:
+    """Check an edited plan; exit 0 when it is valid, 1 when it is not."""
+    try:
+        data = read_json(plan_file, "plan_file")
+        steps = data["plan"] if isinstance(data, dict) and "plan" in data else data
+        if url is not None:
+            from planner_arm.client import PlannerClient
+
+            with PlannerClient(url, api_key=api_key) as client:
+                answer = client.validate(steps, fix=fix)
+        else:
+            answer = _validate_here(steps, fix)
+    except planning_errors() as exc:
+        raise fail("cannot validate", exc) from None
+    out = Console()
+    out.print("valid" if answer.valid else "invalid", highlight=False)
+    for error in answer.errors:
+        where = f"step {error.step}: " if error.step is not None else ""
+        out.print(f"  {error.code}: {where}{error.message}", highlight=False)
+    for note in answer.warnings:
+        out.print(f"  warning {note}", highlight=False)
+    raise typer.Exit(0 if answer.valid else 1)
+
+
+def _validate_here(steps: Any, fix: bool) -> Any:
+    from planner_arm.plan.validate_schemas import ValidateRequest
+
+    body = ValidateRequest(plan=steps, fix=fix)
+
+    async def check(service: Service) -> Any:
+        return service.plans.validate(body, "cli")
+
+    return run_in_process(check)
+
+
+def _step_states(entries: list[str]) -> dict[str, dict[str, str]]:
+    """`N=status` or `N=status:text` (the text is the output, or the error of a failure)."""
+    states: dict[str, dict[str, str]] = {}
+    for entry in entries:
+        number, _, rest = entry.partition("=")
+        status, _, text = rest.partition(":")
+        if not number.strip().isdigit() or not status:
+            raise ValueError(f"--state {entry!r}: write N=status or N=status:text")
+        state = {"status": status.strip()}
+        if text:
+            state["error" if status.strip() == "failed" else "output"] = text.strip()
+        states[number.strip()] = state
+    return states
+
+
+@cli.command()
+def replan(
+    goal: Annotated[str, typer.Option(help="The plan's goal")],
+    plan_id: Annotated[str | None, typer.Option(help="A plan stored by the service")] = None,
+    previous: Annotated[
+        str | None, typer.Option(help="A JSON file with the whole plan answer; - reads stdin")
+    ] = None,
+    state: Annotated[
+        list[str] | None,
+        typer.Option(help="A step's state: N=status or N=status:text (repeatable)"),
+    ] = None,
+    replan_step: Annotated[
+        list[int] | None, typer.Option(help="A step to plan again (repeatable)")
+    ] = None,
+    reason: Annotated[str | None, typer.Option(help="Why the plan must change")] = None,
+    url: Annotated[str | None, URL_OPTION] = None,
+    api_key: Annotated[str | None, API_KEY_OPTION] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON")] = False,
+) -> None:
+    """Revise a plan after a failure or a change, keeping the finished steps."""
+    try:
+        states = _step_states(state or [])
+        answer = read_json(previous, "--previous") if previous else None
+        fields: dict[str, Any] = {
+            "step_states": states,
+            "replan_steps": replan_step or [],
+            "reason": reason,
+        }
+        if url is not None:
+            response = _remote_replan(url, api_key, goal, answer, plan_id, fields)
+        elif answer is None:
+            raise ValueError("without --url, give the plan as --previous FILE")
+        else:
+            response = _replan_here(goal, answer, fields)
+    except planning_errors() as exc:
+        raise fail("cannot replan", exc) from None
+    print_plan(response, goal, as_json)
+
+
+def _remote_replan(
+    url: str,
+    api_key: str | None,
+    goal: str,
+    answer: Any,
+    plan_id: str | None,
+    fields: dict[str, Any],
+) -> PlanResponse:
+    from planner_arm.client import PlannerClient
+
+    if (answer is None) == (plan_id is None):
+        raise ValueError("give exactly one of --plan-id and --previous")
+    with PlannerClient(url, api_key=api_key) as client:
+        given = PlanResponse.model_validate(answer) if answer is not None else None
+        return client.replan(goal, previous=given, plan_id=plan_id, **fields)
+
+
+def _replan_here(goal: str, previous: Any, fields: dict[str, Any]) -> PlanResponse:
+    from planner_arm.plan.replan_schemas import ReplanRequest
+
+    request = ReplanRequest(goal=goal, previous=previous, **fields)
+    return run_in_process(lambda service: service.plans.replan(request, "cli"))
+
+
+@cli.command()
+def get(
+    plan_id: Annotated[str, typer.Argument(help="The plan_id of an answer")],
+    url: Annotated[str | None, URL_OPTION] = None,
+    api_key: Annotated[str | None, API_KEY_OPTION] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full JSON")] = False,
+) -> None:
+    """Fetch a plan the service answered, while its TTL lasts."""
+    if url is None:
+        raise fail("cannot get", "plans are kept by a running service: give its --url")
+    from planner_arm.client import PlannerClient
+
+    try:
+        with PlannerClient(url, api_key=api_key) as client:
+            response = client.get(plan_id)
+    except planning_errors() as exc:
+        raise fail("cannot get", exc) from None
+    print_plan(response, f"plan {plan_id}", as_json)
 
 
 @cli.command("check-config")
 def check_config() -> None:
     """Validate the configuration and print what the service would run with."""
     current = settings()
-    out = Console()
-    out.print(
-        f"ok: model={current.model.name} models={current.model.chain} "
+    models = current.model.chain if current.llm_enabled else []
+    Console().print(
+        f"ok: models={models} "
         f"llm={'configured' if current.llm_enabled else 'disabled'} "
         f"steps={current.planning.min_steps}-{current.planning.max_steps} "
         f"timeout={current.planning.timeout_seconds}s arms={current.arm_ids}",
         highlight=False,
     )
-
-
-register(cli)
 
 
 def main() -> None:

@@ -21,11 +21,17 @@ class Clock:
 
 
 class Deadline:
-    """The time one request has left, on an injected clock."""
+    """The time one request has left, on an injected clock: built once when the request
+    arrives and passed down to everything that waits on its behalf."""
 
     def __init__(self, seconds: float, clock: Clock) -> None:
         self._clock = clock
-        self._ends_at = clock.now() + seconds
+        self._started_at = clock.now()
+        self._ends_at = self._started_at + seconds
+
+    def elapsed_ms(self) -> float:
+        """Milliseconds since the request arrived (an answer's `latency_ms`)."""
+        return (self._clock.now() - self._started_at) * 1000
 
     def remaining(self) -> float:
         return max(0.0, self._ends_at - self._clock.now())

@@ -24,8 +24,8 @@
     │   └── LLMUnsupportedFormat      400 naming response_format: retry without it
     └── PlanningFailed                every model failed and the fallback is off
 
-Each class carries the HTTP status it is answered with (`status`, the number on the left of
-no protocol but HTTP's), so the API and the client read one table; `planner_arm.api.errors`
+Each class carries the HTTP status it is answered with (`http_status`), so the API and the
+client read one table; `planner_arm.api.errors`
 writes the one error body.
 """
 
@@ -39,7 +39,7 @@ class PlannerError(Exception):
     answer carries when this error reaches a caller (500: a bug, it should not)."""
 
     code: str = "planner_error"
-    status: int = 500
+    http_status: int = 500
 
     def __init__(self, detail: str, *, code: str | None = None) -> None:
         super().__init__(detail)
@@ -53,22 +53,22 @@ class PlannerError(Exception):
 
 class RequestRejected(PlannerError):
     code = "invalid_request"
-    status = 422
+    http_status = 422
 
 
 class PayloadTooLarge(RequestRejected):
     code = "payload_too_large"
-    status = 413
+    http_status = 413
 
 
 class UnsupportedMediaType(RequestRejected):
     code = "unsupported_media_type"
-    status = 415
+    http_status = 415
 
 
 class Unauthorized(RequestRejected):
     code = "unauthorized"
-    status = 401
+    http_status = 401
 
 
 class ReplanRejected(RequestRejected):
@@ -89,7 +89,7 @@ class ReplanLimitReached(RequestRejected):
     """409: the plan has been replanned `replan_count` times, the most allowed."""
 
     code = "replan_limit"
-    status = 409
+    http_status = 409
 
     def __init__(self, replan_count: int, max_replans: int) -> None:
         super().__init__(
@@ -115,7 +115,7 @@ class NotReady(PlannerError):
     it drains the requests it already accepted."""
 
     code = "not_ready"
-    status = 503
+    http_status = 503
 
 
 class PlanParseError(PlannerError):
@@ -178,12 +178,12 @@ class PlanningFailed(PlannerError):
     def __init__(self, detail: str, *, code: str, errors: list[str] | None = None) -> None:
         super().__init__(detail, code=code)
         self.errors = errors or []
-        self.status = self.STATUS_BY_CODE.get(code, 503)
+        self.http_status = self.STATUS_BY_CODE.get(code, 503)
 
 
 class PlanNotFound(RequestRejected):
     code = "plan_not_found"
-    status = 404
+    http_status = 404
 
 
 class IdempotencyKeyReused(RequestRejected):
@@ -192,19 +192,19 @@ class IdempotencyKeyReused(RequestRejected):
 
 class InvalidIdempotencyKey(RequestRejected):
     code = "invalid_idempotency_key"
-    status = 400
+    http_status = 400
 
 
 class IdempotencyInProgress(RequestRejected):
     code = "idempotency_in_progress"
-    status = 409
+    http_status = 409
 
 
 class StoreUnavailable(PlannerError):
     """The plan store failed; writes fail soft, reads with no other source answer 503."""
 
     code = "store_unavailable"
-    status = 503
+    http_status = 503
 
 
 class ExpandRejected(ReplanRejected):
@@ -228,9 +228,9 @@ def _status_by_code() -> dict[str, int]:
     while pending:
         error_class = pending.pop()
         pending.extend(error_class.__subclasses__())
-        table.setdefault(error_class.code, error_class.status)
+        table.setdefault(error_class.code, error_class.http_status)
         for code in _CODES_OF_CLASS.get(error_class, ()):
-            table.setdefault(code, error_class.status)
+            table.setdefault(code, error_class.http_status)
     return table | PlanningFailed.STATUS_BY_CODE
 
 

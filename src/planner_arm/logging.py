@@ -3,7 +3,7 @@
 JSON lines when the output is not a terminal (production, containers); readable console
 lines on a terminal. `configure_logging` runs when the app is built, never on import. The
 request id reaches every line through structlog's contextvars, bound by
-`planner_arm.api.request_context`.
+`planner_arm.api.middleware`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import respx
 
-from support.app import FakeClock, answer, good_plan, make_settings, running_app
+from support.app import FakeClock, answer, good_plan, make_settings, running_app, with_lifespan
 from support.invariants import assert_error_body, assert_valid_plan
 
 GOAL = {"goal": "Fix authentication bug and add tests"}
@@ -143,12 +143,12 @@ async def test_draining_finishes_accepted_plans_and_turns_new_ones_away(
 
     chat_route.side_effect = held
     app = create_app(make_settings(), http_client=httpx.AsyncClient())
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
+    async with with_lifespan(app) as served:
+        transport = httpx.ASGITransport(app=served)
         async with httpx.AsyncClient(transport=transport, base_url="http://planner") as client:
             accepted = asyncio.create_task(client.post("/plan", json=GOAL))
             await arrived.wait()
-            app.state.services.begin_shutdown()  # what SIGTERM does
+            app.state.readiness.begin_shutdown()  # what SIGTERM does
             late = await client.post("/plan", json={"goal": "Write the release notes"})
             ready = await client.get("/ready")
             release.set()

@@ -27,7 +27,7 @@ from planner_arm.client import (
     Unauthorized,
 )
 from planner_arm.config import Settings
-from support.app import make_settings
+from support.app import make_settings, with_lifespan
 from support.invariants import assert_valid_plan
 
 GOAL = "Fix authentication bug and add tests"
@@ -39,8 +39,8 @@ KEY = "key-one-0123456789"
 async def app_transport(settings: Settings) -> AsyncIterator[httpx.ASGITransport]:
     """The app with its lifespan running, as a transport a client can be given."""
     app = create_app(settings, http_client=httpx.AsyncClient(), rng=random.Random(7))
-    async with app.router.lifespan_context(app):
-        yield httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with with_lifespan(app) as served:
+        yield httpx.ASGITransport(app=served, raise_app_exceptions=False)
 
 
 @asynccontextmanager

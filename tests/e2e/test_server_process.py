@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from support.app import make_settings
+from support.app import make_settings, with_lifespan
 from support.invariants import assert_valid_plan
 from support.service import free_port, start_service, wait_for_line
 from support.stub_model import Held, StubLLM
@@ -112,8 +112,8 @@ async def test_exit_signal_turns_ready_off_at_once() -> None:
     server = build_server(app, settings, "127.0.0.1", 0)
     assert isinstance(server.config, uvicorn.Config)
     assert server.config.timeout_graceful_shutdown == 14  # drain 15 s, half a second kept
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
+    async with with_lifespan(app) as served:
+        transport = httpx.ASGITransport(app=served)
         async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:
             assert (await client.get("/ready")).status_code == 200
             server.handle_exit(signal.SIGTERM, None)

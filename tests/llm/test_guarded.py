@@ -52,7 +52,7 @@ async def hung_call(
     chat_route.side_effect = hang
     deadline = Deadline(10, fake_clock.as_clock())
     call = asyncio.create_task(
-        guard.call(MODEL, MESSAGES, deadline, Spend(), budget=9.9, min_call_seconds=0.05)
+        guard.call(MODEL, MESSAGES, deadline, Spend(), seconds=9.9, min_call_seconds=0.05)
     )
     await arrived.wait()
     call.cancel()
@@ -85,7 +85,7 @@ async def test_the_circuit_gauge_shows_what_health_shows(
     chat_route.return_value = httpx.Response(503, json={})
     deadline = Deadline(10, fake_clock.as_clock())
     with pytest.raises(LLMTransientError):
-        await guard.call(MODEL, MESSAGES, deadline, Spend(), budget=5, min_call_seconds=0.05)
+        await guard.call(MODEL, MESSAGES, deadline, Spend(), seconds=5, min_call_seconds=0.05)
     assert guard.circuits() == {MODEL: "open"}
     assert sample(metrics, "planner_llm_circuit_state", model=MODEL) == 2
     fake_clock.time += 30  # cooled down: the next call would be the probe

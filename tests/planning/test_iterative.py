@@ -14,10 +14,8 @@ import respx
 from planner_arm.errors import ReplanLimitReached, ReplanRejected
 from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
-from planner_arm.planning.replan import Replanner
-from planner_arm.planning.strategies import StrategyPlanner
 from support.app import FakeClock, answer, good_plan
-from support.factories import make_planner
+from support.factories import make_service
 from support.invariants import assert_valid_plan
 
 GOAL = "Fix authentication bug and add tests"
@@ -25,20 +23,22 @@ GOAL = "Fix authentication bug and add tests"
 
 class Service:
     def __init__(self, clock: FakeClock, llm: bool = True, **overrides: Any) -> None:
-        planner = make_planner(clock, llm=llm, **overrides)
-        self.plans = StrategyPlanner(planner)
-        self.replanner = Replanner(planner)
+        self.service = make_service(clock, llm=llm, **overrides)
 
     async def plan(self, **fields: Any) -> PlanResponse:
         request = PlanRequest(goal=GOAL, strategy="iterative", **fields)
-        return await self.plans.plan(request, "r0")
+        return await self.service.plans.plan(request, "r0", use_cache=False)
+
+    async def whole(self) -> PlanResponse:
+        """The flat plan of the goal, of which the iterative answers are the stages."""
+        return await self.service.plans.plan(PlanRequest(goal=GOAL), "w", use_cache=False)
 
     async def next_round(
         self, previous: PlanResponse, states: dict[str, Any], **fields: Any
     ) -> PlanResponse:
         fields.setdefault("strategy", "iterative")
         request = ReplanRequest(goal=GOAL, previous=previous, step_states=states, **fields)
-        return await self.replanner.replan(request, previous, "r")
+        return await self.service.plans.replan(request, "r")
 
 
 def checked(response: PlanResponse, done: set[int], **limits: Any) -> dict[str, Any]:
@@ -113,7 +113,7 @@ async def test_rule_based_rounds_reach_complete_with_every_step_of_the_plan(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     service = Service(fake_clock, llm=False)
-    whole = await service.plans._planner.plan(PlanRequest(goal=GOAL), "w")
+    whole = await service.whole()
     response, states = await service.plan(), {}
     actions = [s.action for s in response.plan]
     for _ in range(len(whole.plan)):
@@ -214,7 +214,7 @@ async def test_an_iterative_round_on_a_flat_plan_cuts_what_is_left(
 ) -> None:
     chat_route.return_value = answer(good_plan())
     service = Service(fake_clock)
-    flat = await service.plans.plan(PlanRequest(goal=GOAL), "r")
+    flat = await service.service.plans.plan(PlanRequest(goal=GOAL), "r", use_cache=False)
     response = await service.next_round(flat, {"1": {"status": "completed"}})
     body = checked(response, {1})
     assert [s["step"] for s in body["plan"]] == [1, 2, 3]
@@ -233,5 +233,5 @@ async def test_a_flat_replan_of_a_partial_plan_by_rule_plans_the_rest(
     body = response.model_dump(mode="json")
     assert_valid_plan(body, consecutive=False)
     assert response.complete
-    whole = await service.plans._planner.plan(PlanRequest(goal=GOAL), "w")
+    whole = await service.whole()
     assert len(response.plan) > len(whole.plan)  # the rest of the goal's plan, and a retry

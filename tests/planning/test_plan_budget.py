@@ -12,10 +12,8 @@ import respx
 
 from planner_arm.errors import BudgetExceeded
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.planning.cache import CachingPlanner
-from planner_arm.planning.recorder import PlanRecorder
 from support.app import FakeClock, answer, good_plan
-from support.factories import make_planner
+from support.factories import make_service
 from support.invariants import assert_valid_plan
 
 GOAL = "Fix authentication bug and add tests"
@@ -43,7 +41,7 @@ async def test_an_answer_over_budget_gets_one_repair_prompt_and_the_repair_is_ke
 ) -> None:
     chat_route.side_effect = [answer(five_steps()), answer(good_plan())]
     request = PlanRequest(goal=GOAL, budget={"max_steps": 4})
-    response = await make_planner(fake_clock).plan(request, "r")
+    response = await make_service(fake_clock).plans.plan(request, "r", use_cache=False)
     assert response.metadata.source == "llm"
     assert len(response.plan) == 4
     assert chat_route.call_count == 2
@@ -57,7 +55,9 @@ async def test_a_model_that_stays_over_budget_gives_a_rule_based_plan_within_it(
 ) -> None:
     chat_route.return_value = answer(five_steps())
     budget = {"max_steps": 4, "max_duration_seconds": 200}
-    response = await make_planner(fake_clock).plan(PlanRequest(goal=GOAL, budget=budget), "r")
+    response = await make_service(fake_clock).plans.plan(
+        PlanRequest(goal=GOAL, budget=budget), "r", use_cache=False
+    )
     body = response.model_dump(mode="json")
     assert_valid_plan(body)
     assert body["metadata"]["source"] == "fallback"
@@ -70,8 +70,10 @@ async def test_a_model_that_stays_over_budget_gives_a_rule_based_plan_within_it(
 async def test_without_a_model_the_rule_based_plan_keeps_to_max_steps(
     fake_clock: FakeClock,
 ) -> None:
-    planner = make_planner(fake_clock, llm=False)
-    response = await planner.plan(PlanRequest(goal=GOAL, budget={"max_steps": 3}), "r")
+    planner = make_service(fake_clock, llm=False)
+    response = await planner.plans.plan(
+        PlanRequest(goal=GOAL, budget={"max_steps": 3}), "r", use_cache=False
+    )
     assert_valid_plan(response.model_dump(mode="json"))
     assert len(response.plan) <= 3
     assert response.plan[-1].required_arm == "judge"
@@ -83,7 +85,7 @@ async def test_no_fitting_plan_after_the_model_failed_is_budget_exceeded(
     chat_route.return_value = httpx.Response(500, json={})
     request = PlanRequest(goal=GOAL, budget={"max_duration_seconds": 1})
     with pytest.raises(BudgetExceeded) as caught:
-        await make_planner(fake_clock).plan(request, "r")
+        await make_service(fake_clock).plans.plan(request, "r", use_cache=False)
     assert caught.value.figures["max_duration_seconds"] == 1
     assert caught.value.figures["critical_path_duration"] > 1
 
@@ -94,7 +96,7 @@ async def test_max_steps_below_the_minimum_is_refused_without_a_model_call(
     chat_route.return_value = answer(good_plan())
     request = PlanRequest(goal=GOAL, budget={"max_steps": 2})
     with pytest.raises(BudgetExceeded) as caught:
-        await make_planner(fake_clock).plan(request, "r")
+        await make_service(fake_clock).plans.plan(request, "r", use_cache=False)
     assert caught.value.figures == {"max_steps": 2, "steps": 3}  # min_steps is 3
     assert chat_route.call_count == 0
 
@@ -103,11 +105,7 @@ async def test_a_cached_plan_is_not_handed_to_a_request_whose_budget_it_breaks(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.side_effect = [answer(five_steps()), answer(good_plan())]
-    planner = make_planner(fake_clock)
-    recorder = PlanRecorder(planner.metrics)
-    caching = CachingPlanner(
-        planner, planner.settings, planner.metrics, fake_clock.as_clock(), recorder
-    )
+    caching = make_service(fake_clock).plans
     unbudgeted = await caching.plan(PlanRequest(goal=GOAL), "r1", use_cache=True)
     assert len(unbudgeted.plan) == 5
     budgeted = PlanRequest(goal=GOAL, budget={"max_steps": 4})

@@ -12,13 +12,12 @@ import respx
 from planner_arm.config import load_settings
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.planning.cache import (
-    CachingPlanner,
     PlanCache,
     request_key,
     settings_fingerprint,
 )
 from support.app import FakeClock, answer, good_plan, make_settings, running_app
-from support.factories import make_planner
+from support.factories import make_service
 from support.invariants import assert_valid_plan
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
@@ -283,10 +282,7 @@ async def test_a_first_caller_that_goes_away_still_fills_the_cache(
         return answer(good_plan())
 
     chat_route.side_effect = held
-    planner = make_planner()
-    plans = CachingPlanner(
-        planner, planner.settings, planner.metrics, planner.clock, planner.recorder
-    )
+    plans = make_service().plans
     request = PlanRequest(**GOAL)
     first = asyncio.create_task(plans.plan(request, "gone", use_cache=True))
     await arrived.wait()

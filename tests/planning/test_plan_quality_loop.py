@@ -11,7 +11,7 @@ import respx
 from planner_arm.llm.prompts import example_texts
 from planner_arm.plan.schemas import PlanRequest
 from support.app import FakeClock, answer, good_plan
-from support.factories import make_planner
+from support.factories import make_service
 
 DEPLOY = PlanRequest(goal="Build the inventory API", constraints=["Deploy to Kubernetes"])
 
@@ -43,7 +43,7 @@ async def test_an_ignored_constraint_earns_one_repair_prompt_naming_it(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.side_effect = [answer(good_plan()), answer(with_deploy_step())]
-    response = await make_planner(fake_clock).plan(DEPLOY, "r1")
+    response = await make_service(fake_clock).plans.plan(DEPLOY, "r1", use_cache=False)
     assert response.metadata.source == "llm"
     assert response.metadata.attempts == 2
     assert "'Deploy to Kubernetes'" in last_user_message(chat_route)
@@ -56,7 +56,7 @@ async def test_a_model_that_ignores_it_twice_keeps_its_plan_with_a_warning(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer(good_plan())
-    response = await make_planner(fake_clock).plan(DEPLOY, "r2")
+    response = await make_service(fake_clock).plans.plan(DEPLOY, "r2", use_cache=False)
     # Usable either time: the model's plan, not the fallback, and no third call.
     assert response.metadata.source == "llm"
     assert response.metadata.attempts == 2
@@ -69,8 +69,8 @@ async def test_without_a_repair_left_the_plan_is_kept_at_once_with_a_warning(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer(good_plan())
-    planner = make_planner(fake_clock, retry={"repairs_per_model": 0})
-    response = await planner.plan(DEPLOY, "r3")
+    planner = make_service(fake_clock, retry={"repairs_per_model": 0})
+    response = await planner.plans.plan(DEPLOY, "r3", use_cache=False)
     assert (response.metadata.source, response.metadata.attempts) == ("llm", 1)
     assert [w.code for w in response.metadata.warnings] == ["constraint_not_addressed"]
 
@@ -79,7 +79,7 @@ async def test_a_repair_that_breaks_the_plan_keeps_the_first_plan(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.side_effect = [answer(good_plan()), answer("sorry, no plan")]
-    response = await make_planner(fake_clock).plan(DEPLOY, "r4")
+    response = await make_service(fake_clock).plans.plan(DEPLOY, "r4", use_cache=False)
     assert response.metadata.source == "llm"
     assert [w.code for w in response.metadata.warnings] == ["constraint_not_addressed"]
 
@@ -91,7 +91,7 @@ async def test_a_step_copied_from_the_example_is_sent_back(
     copied["plan"][0]["action"] = example_texts()[0]
     chat_route.side_effect = [answer(copied), answer(good_plan())]
     request = PlanRequest(goal="Fix authentication bug and add tests")
-    response = await make_planner(fake_clock).plan(request, "r5")
+    response = await make_service(fake_clock).plans.plan(request, "r5", use_cache=False)
     assert response.metadata.attempts == 2
     assert "repeats the rules' example text" in last_user_message(chat_route)
     assert response.metadata.warnings == []
@@ -103,7 +103,7 @@ async def test_a_prohibition_is_mended_locally_with_one_call(
     chat_route.return_value = answer(good_plan())
     never = "Never restart the production database"
     request = PlanRequest(goal="Fix authentication bug", constraints=[never])
-    response = await make_planner(fake_clock).plan(request, "r6")
+    response = await make_service(fake_clock).plans.plan(request, "r6", use_cache=False)
     assert response.metadata.attempts == 1
     assert f"Constraint respected: {never}" in response.plan[-1].acceptance_criteria
     assert "constraint_check_added" in {note.code for note in response.metadata.repairs}

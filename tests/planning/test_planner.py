@@ -1,4 +1,5 @@
-"""PlannerArm's loop on its own: the call budget, the model chain, repairs per model."""
+"""The flat strategy and the attempt loop over the model chain: the call limit, repairs per
+model, the circuits, the call slots and each call's time."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import respx
 
 from planner_arm.plan.schemas import PlanRequest
 from support.app import FakeClock, answer, good_plan
-from support.factories import make_planner
+from support.factories import make_service
 
 REQUEST = PlanRequest(goal="Fix authentication bug and add tests")
 
@@ -24,8 +25,8 @@ async def test_garbage_everywhere_costs_at_most_three_calls(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer("no plan here, sorry")
-    planner = make_planner(fake_clock, model={"name": "a", "fallback_models": ["b", "c", "d"]})
-    response = await planner.plan(REQUEST, "r1")
+    planner = make_service(fake_clock, model={"name": "a", "fallback_models": ["b", "c", "d"]})
+    response = await planner.plans.plan(REQUEST, "r1", use_cache=False)
     assert response.metadata.source == "fallback"
     assert response.metadata.attempts == 3
     # One repair prompt for the first model, then the next model.
@@ -36,8 +37,8 @@ async def test_one_repair_per_model_then_fallback(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer('{"plan": []}')
-    planner = make_planner(fake_clock)
-    response = await planner.plan(REQUEST, "r2")
+    planner = make_service(fake_clock)
+    response = await planner.plans.plan(REQUEST, "r2", use_cache=False)
     assert response.metadata.source == "fallback"
     assert models_called(chat_route) == ["gpt-3.5-turbo", "gpt-3.5-turbo"]
     assert any("invalid_plan" in w.detail for w in response.metadata.warnings)
@@ -47,16 +48,16 @@ async def test_configured_call_budget_is_respected(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = httpx.Response(500, json={})
-    planner = make_planner(fake_clock, retry={"max_llm_calls": 5})
-    response = await planner.plan(REQUEST, "r3")
+    planner = make_service(fake_clock, retry={"max_llm_calls": 5})
+    response = await planner.plans.plan(REQUEST, "r3", use_cache=False)
     assert response.metadata.attempts == 5
     assert len(fake_clock.sleeps) == 4
 
 
 async def test_costs_add_up_across_calls(chat_route: respx.Route, fake_clock: FakeClock) -> None:
     chat_route.side_effect = [answer("nothing useful"), answer(good_plan())]
-    planner = make_planner(fake_clock, model={"name": "gpt-4o-mini"})
-    response = await planner.plan(REQUEST, "r4")
+    planner = make_service(fake_clock, model={"name": "gpt-4o-mini"})
+    response = await planner.plans.plan(REQUEST, "r4", use_cache=False)
     assert response.metadata.source == "llm"
     assert response.estimated_cost.prompt_tokens == 1800
     assert response.estimated_cost.completion_tokens == 600
@@ -68,8 +69,8 @@ async def test_unpriced_model_is_a_warning_not_an_error(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer(good_plan())
-    planner = make_planner(fake_clock, model={"name": "local-qwen"})
-    response = await planner.plan(REQUEST, "r5")
+    planner = make_service(fake_clock, model={"name": "local-qwen"})
+    response = await planner.plans.plan(REQUEST, "r5", use_cache=False)
     assert response.estimated_cost.llm_usd == 0.0
     assert [(w.code, w.detail) for w in response.metadata.warnings] == [
         ("no_price_for_model", "local-qwen")
@@ -80,7 +81,7 @@ async def test_model_supplied_fields_are_kept(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = answer(good_plan())
-    response = await make_planner(fake_clock).plan(REQUEST, "r6")
+    response = await make_service(fake_clock).plans.plan(REQUEST, "r6", use_cache=False)
     assert response.rationale == good_plan()["rationale"]
     assert response.complexity_score == 0.5
     assert response.confidence == 0.9
@@ -91,13 +92,15 @@ async def test_open_circuit_skips_the_model_without_a_call(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.return_value = httpx.Response(503, json={})
-    planner = make_planner(
+    planner = make_service(
         fake_clock, circuit={"consecutive_failures": 2}, retry={"max_llm_calls": 1}
     )
     for _ in range(2):
-        assert (await planner.plan(REQUEST, "r")).metadata.source == "fallback"
+        assert (
+            await planner.plans.plan(REQUEST, "r", use_cache=False)
+        ).metadata.source == "fallback"
     assert chat_route.call_count == 2
-    skipped = await planner.plan(REQUEST, "r")
+    skipped = await planner.plans.plan(REQUEST, "r", use_cache=False)
     assert skipped.metadata.source == "fallback"
     assert skipped.metadata.attempts == 0
     assert chat_route.call_count == 2
@@ -105,7 +108,7 @@ async def test_open_circuit_skips_the_model_without_a_call(
     # After the cooldown one probe goes through, and its success closes the circuit.
     fake_clock.time += 30
     chat_route.return_value = answer(good_plan())
-    assert (await planner.plan(REQUEST, "r")).metadata.source == "llm"
+    assert (await planner.plans.plan(REQUEST, "r", use_cache=False)).metadata.source == "llm"
     assert planner.model_health().circuits == {"gpt-3.5-turbo": "closed"}
 
 
@@ -117,16 +120,16 @@ async def test_open_circuit_moves_to_the_next_model(
         if json.loads(request.content)["model"] == "a"
         else answer(good_plan())
     )
-    planner = make_planner(
+    planner = make_service(
         fake_clock,
         model={"name": "a", "fallback_models": ["b"]},
         circuit={"consecutive_failures": 1},
         retry={"max_llm_calls": 2},
     )
-    first = await planner.plan(REQUEST, "r")
+    first = await planner.plans.plan(REQUEST, "r", use_cache=False)
     assert first.metadata.model == "b"
     assert models_called(chat_route) == ["a", "b"]
-    second = await planner.plan(REQUEST, "r")
+    second = await planner.plans.plan(REQUEST, "r", use_cache=False)
     assert second.metadata.model == "b"
     assert models_called(chat_route) == ["a", "b", "b"]  # "a" skipped while open
 
@@ -139,11 +142,11 @@ async def test_full_call_slots_give_the_fallback_not_a_queue(chat_route: respx.R
         return answer(good_plan())
 
     chat_route.side_effect = held
-    planner = make_planner(connection={"max_in_flight": 1, "queue_timeout_seconds": 0.05})
-    holder = asyncio.create_task(planner.plan(REQUEST, "holder"))
+    planner = make_service(connection={"max_in_flight": 1, "queue_timeout_seconds": 0.05})
+    holder = asyncio.create_task(planner.plans.plan(REQUEST, "holder", use_cache=False))
     for _ in range(20):
         await asyncio.sleep(0)
-    waiting = await planner.plan(REQUEST, "waiter")
+    waiting = await planner.plans.plan(REQUEST, "waiter", use_cache=False)
     assert waiting.metadata.source == "fallback"
     assert waiting.metadata.attempts == 0
     assert any(w.detail.startswith("saturated") for w in waiting.metadata.warnings)
@@ -169,8 +172,8 @@ async def test_a_long_retry_after_moves_on_to_the_next_model(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.side_effect = two_models(httpx.Response(429, headers={"retry-after": "60"}, json={}))
-    planner = make_planner(fake_clock, model={"name": "a", "fallback_models": ["b"]})
-    response = await planner.plan(REQUEST, "r")
+    planner = make_service(fake_clock, model={"name": "a", "fallback_models": ["b"]})
+    response = await planner.plans.plan(REQUEST, "r", use_cache=False)
     assert response.metadata.source == "llm"
     assert response.metadata.model == "b"
     assert models_called(chat_route) == ["a", "b"]
@@ -181,8 +184,8 @@ async def test_a_model_that_times_out_hands_over_to_the_next(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.side_effect = two_models(httpx.ReadTimeout)
-    planner = make_planner(fake_clock, model={"name": "a", "fallback_models": ["b"]})
-    response = await planner.plan(REQUEST, "r")
+    planner = make_service(fake_clock, model={"name": "a", "fallback_models": ["b"]})
+    response = await planner.plans.plan(REQUEST, "r", use_cache=False)
     assert response.metadata.model == "b"
     assert models_called(chat_route) == ["a", "b"]
 
@@ -191,8 +194,8 @@ async def test_each_call_keeps_time_for_the_next_model_and_the_fallback(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     chat_route.side_effect = two_models(httpx.Response(401, json={}))
-    planner = make_planner(fake_clock, model={"name": "a", "fallback_models": ["b"]})
-    await planner.plan(REQUEST, "r")
+    planner = make_service(fake_clock, model={"name": "a", "fallback_models": ["b"]})
+    await planner.plans.plan(REQUEST, "r", use_cache=False)
     timeouts = [call.request.extensions["timeout"]["read"] for call in chat_route.calls]
     # Deadline 10 s: "a" may take all but the next model's 3 s and the fallback's 0.1 s;
     # "b", the last model, all but the fallback's share.

@@ -5,15 +5,15 @@ from __future__ import annotations
 from structlog.testing import capture_logs
 
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.planning.traffic import SEED_AVERAGE_LATENCY_MS, TrafficStats
-from support.factories import make_planner
+from planner_arm.planning.recorder import UNMEASURED_LATENCY_MS, TrafficStats
+from support.factories import make_service
 
 
 async def test_the_goal_is_logged_only_cut_short() -> None:
     goal = "Migrate the billing database to the new cluster " + "with customer data " * 40
     with capture_logs() as logs:
-        planner = make_planner(llm=False)
-        await planner.plan(PlanRequest(goal=goal), "r1")
+        planner = make_service(llm=False)
+        await planner.plans.plan(PlanRequest(goal=goal), "r1", use_cache=False)
     created = [entry for entry in logs if entry["event"] == "plan_created"]
     assert len(created) == 1
     assert created[0]["goal"] == goal[:100]
@@ -22,7 +22,7 @@ async def test_the_goal_is_logged_only_cut_short() -> None:
 
 def test_repeats_count_as_answers_but_not_in_the_planning_latency() -> None:
     stats = TrafficStats()
-    assert stats.average_latency_ms == SEED_AVERAGE_LATENCY_MS
+    assert stats.average_latency_ms == UNMEASURED_LATENCY_MS
     assert stats.model_latency_ms is None
     stats.record_plan("llm", 900.0)
     stats.record_plan("fallback", 100.0)

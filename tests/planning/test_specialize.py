@@ -14,17 +14,35 @@ from planner_arm.clock import Deadline
 from planner_arm.plan.arm_inputs import check_input, input_schema
 from planner_arm.plan.input_refs import earlier_steps
 from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanStep
-from planner_arm.planning.specialize_plan import PlanSpecializer
+from planner_arm.planning.specialize import Specializer
+from planner_arm.planning.wiring import Service
 from support.app import FakeClock, answer
-from support.factories import make_planner
+from support.factories import make_service, request_deadline
 
 GOAL = "Fix authentication bug and add tests"
 CODER_INPUT = {"instruction": "Fix the expiry check found in {{steps.1.output}}",
                "language": "python", "files": ["auth/login.py"]}  # fmt: skip
 
 
-def build(clock: FakeClock, llm: bool = True, **overrides: Any) -> PlanSpecializer:
-    return PlanSpecializer(make_planner(clock, llm=llm, **overrides))
+class Specializing:
+    """The service's specializer, and a request deadline of its own for each call."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.specializer: Specializer = service.specializer
+
+    def deadline(self) -> Deadline:
+        return request_deadline(self.service)
+
+    async def specialize(self, *args: Any) -> PlanResponse:
+        return await self.specializer.specialize(*args)
+
+    async def one_step(self, plan: PlanResponse, number: int, goal: str, request_id: str) -> Any:
+        return await self.specializer.one_step(plan, number, goal, request_id, self.deadline())
+
+
+def build(clock: FakeClock, llm: bool = True, **overrides: Any) -> Specializing:
+    return Specializing(make_service(clock, llm=llm, **overrides))
 
 
 def plan_of(steps: list[PlanStep]) -> PlanResponse:
@@ -56,7 +74,7 @@ def sent(route: respx.Route, index: int = -1) -> dict[str, Any]:
     return body
 
 
-async def one(specializer: PlanSpecializer, number: int = 2) -> Any:
+async def one(specializer: Specializing, number: int = 2) -> Any:
     return await specializer.one_step(four_steps(), number, GOAL, "r2")
 
 
@@ -149,7 +167,9 @@ async def test_a_failing_model_gives_the_rule_input(
     result = await one(build(fake_clock))
     assert result.source == "rule"
     assert chat_route.call_count == 1
-    assert result.warnings[0].detail == "step 2: llm_unavailable: gpt-3.5-turbo: auth_failed"
+    # The reason, the model and its error's code, then what the provider said.
+    detail = result.warnings[0].detail
+    assert detail.startswith("step 2: llm_unavailable: gpt-3.5-turbo: auth_failed: HTTP 401")
 
 
 async def test_no_model_fills_every_step_by_rule_without_warnings(fake_clock: FakeClock) -> None:

@@ -18,8 +18,8 @@ from redis.backoff import NoBackoff
 from planner_arm.clock import Deadline
 from planner_arm.config import load_settings
 from planner_arm.errors import StoreUnavailable
+from planner_arm.planning.wiring import build_store
 from planner_arm.store.base import Claimed, InProgress, PlanStore, Replay
-from planner_arm.store.factory import build_store
 from planner_arm.store.redis_backend import RedisStore
 from support.app import FakeClock
 from support.redis_server import RedisServer

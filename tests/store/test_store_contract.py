@@ -10,8 +10,8 @@ import pytest
 
 from planner_arm.clock import Deadline
 from planner_arm.config import load_settings
+from planner_arm.planning.wiring import build_store
 from planner_arm.store.base import Claimed, ClaimOutcome, Conflict, InProgress, PlanStore, Replay
-from planner_arm.store.factory import build_store
 from support.app import FakeClock
 
 LEASE = 30.0

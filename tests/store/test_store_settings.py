@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from planner_arm.config import ConfigError, load_settings
-from planner_arm.store.factory import build_store
+from planner_arm.planning.wiring import build_store
 from support.app import FakeClock
 
 

@@ -83,8 +83,22 @@ async def running_app(
         rng=random.Random(7),
         **kwargs,
     )
-    async with app.router.lifespan_context(app):
+    async with with_lifespan(app) as served:
         # As a real server would: an unhandled error is a 500 response, not an exception.
-        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        transport = httpx.ASGITransport(app=served, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://planner") as client:
             yield client
+
+
+@asynccontextmanager
+async def with_lifespan(app: Any) -> AsyncIterator[Any]:
+    """`app` with its lifespan running, served as a server serves it: every request's scope
+    carries a copy of the state the lifespan yielded (`request.state`)."""
+    async with app.router.lifespan_context(app) as state:
+
+        async def served(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] in ("http", "websocket"):
+                scope = {**scope, "state": dict(state or {})}
+            await app(scope, receive, send)
+
+        yield served

@@ -96,9 +96,8 @@ def _plan_problems(error: PlanningFailed) -> list[ErrorItem]:
 
 def _retry_after(request: Request, error: PlannerError) -> str:
     """Seconds until a retry has a chance: a model circuit's cooldown when one is open."""
-    services = request.app.state.services
-    if isinstance(error, PlanningFailed) and services.llm_status() == "degraded":
-        return str(math.ceil(services.settings.circuit.cooldown_seconds))
+    if isinstance(error, PlanningFailed) and request.state.service.llm_status() == "degraded":
+        return str(math.ceil(request.state.service.settings.circuit.cooldown_seconds))
     return str(SERVICE_BUSY_RETRY_SECONDS)
 
 
@@ -108,7 +107,7 @@ def _request_id(request: Request) -> str:
 
 def planner_error_response(request: Request, exc: PlannerError) -> JSONResponse:
     """The answer to `exc`; a streamed answer's `error` event carries the same body."""
-    status = exc.status
+    status = exc.http_status
     problems: list[ErrorItem] = []
     detail = exc.detail
     if isinstance(exc, ReplanRejected):

@@ -1,138 +1,228 @@
-"""HTTP endpoints: parse the request, call the planner, shape the answer. Nothing more."""
+"""The HTTP endpoints: parse the request, call the plan service, shape the answer. Nothing more.
+
+`build_routers(settings)` builds every route once: the planning endpoints behind the API key
+(POST /plan, /replan, /plan/expand, /plan/specialize, /plan/validate, GET /plan/{plan_id}),
+whose body models take this app's limits from the settings, and the probes (/health, /ready,
+/capabilities, /metrics).
+"""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import Annotated
+from time import monotonic
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 
-from planner_arm.api import openapi_docs as docs
-from planner_arm.api.lifecycle_docs import IDEMPOTENCY_KEY_HEADER, PLAN_WITH_KEY_RESPONSES
-from planner_arm.api.plan_streaming import stream_format, streamed_plan
-from planner_arm.api.planning_deps import JSONBodyRoute, idempotency_key, planning_services
-from planner_arm.api.request_context import request_id_for
-from planner_arm.api.state import Services, get_services, service_version
+from planner_arm.api.deps import (
+    JSONBodyRoute,
+    PlanningDep,
+    ReadinessDep,
+    StateDep,
+    idempotency_key,
+)
+from planner_arm.api.middleware import request_id_for
+from planner_arm.api.openapi import responses as docs
+from planner_arm.api.streaming import stream_format, streamed_plan
+from planner_arm.config import Settings
 from planner_arm.errors import NotReady
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE
 from planner_arm.plan.arm_inputs import input_schema
-from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.plan.expand_schemas import ExpandRequest
+from planner_arm.plan.replan_schemas import ReplanRequest
+from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_for
 from planner_arm.plan.service_schemas import (
     ArmInfo,
     CapabilitiesResponse,
     HealthResponse,
     ReadyResponse,
 )
-from planner_arm.planning.lifecycle import PlanLifecycle
-from planner_arm.planning.plan_stream import PlanStream
+from planner_arm.plan.specialize_schemas import SpecializeRequest, SpecializeResponse
+from planner_arm.plan.validate_schemas import ValidateRequest, ValidateResponse
+from planner_arm.planning.stream import PlanStream
+from planner_arm.planning.wiring import service_version
 
 SERVICE_CAPABILITIES = ["planning", "task_decomposition", "dependency_resolution", "arm_selection"]
 SERVICE_COST_TIER = 2
 
 
-ServicesDep = Annotated[Services, Depends(get_services)]
-PlanningDep = Annotated[tuple[Services, PlanLifecycle], Depends(planning_services)]
+def build_routers(settings: Settings) -> list[APIRouter]:
+    """Every route of the app, with this app's request limits and key requirement."""
+    return [_planning_router(settings), _probes]
 
 
-def planning_router(request_model: type[PlanRequest], keys_required: bool) -> APIRouter:
-    """The planning endpoints, behind the API key, with this app's request limits."""
+def _planning_router(settings: Settings) -> APIRouter:
     router = APIRouter(route_class=JSONBodyRoute)
+    keys_required = bool(settings.auth.api_keys)
+
+    def extra(*headers: dict[str, object]) -> dict[str, object]:
+        return docs.operation_extra(*headers, secured=True, required=keys_required)
 
     async def create_plan(
-        body: PlanRequest, request: Request, planning: PlanningDep
+        body: PlanRequest, request: Request, plans: PlanningDep
     ) -> PlanResponse | Response:
         """Turn a goal into a validated, executable plan."""
-        services, lifecycle = planning
-        plan_request = body
         key = idempotency_key(request)
         no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
-        request_id = request_id_for(request.scope, plan_request.request_id)
-        use_cache = plan_request.options.use_cache and not no_cache
+        request_id = request_id_for(request.scope, body.request_id)
+        use_cache = body.options.use_cache and not no_cache
         kind = stream_format(request)
         if kind is None:
-            return await lifecycle.plan(
-                plan_request, request_id, use_cache=use_cache, idempotency_key=key
-            )
+            return await plans.plan(body, request_id, use_cache=use_cache, idempotency_key=key)
 
         def work(stream: PlanStream) -> Awaitable[PlanResponse]:
-            return lifecycle.plan(
-                plan_request, request_id, use_cache=use_cache, idempotency_key=key, listener=stream
+            return plans.plan(
+                body, request_id, use_cache=use_cache, idempotency_key=key, listener=stream
             )
 
-        planner = lifecycle.planner
-        return await streamed_plan(request, kind, planner, services.metrics, request_id, work)
+        return await streamed_plan(request, kind, plans.stream, request_id, work)
 
-    # The body's model is this app's (its limits come from config), so it is set here rather
-    # than in the signature, where annotations are strings resolved in module scope.
-    create_plan.__annotations__["body"] = request_model
+    async def replan(
+        body: ReplanRequest, request: Request, plans: PlanningDep
+    ) -> PlanResponse | Response:
+        """Revise a plan after a failure or a change, keeping the finished steps."""
+        key = idempotency_key(request)
+        request_id = request_id_for(request.scope, body.request_id)
+        kind = stream_format(request)
+        if kind is None:
+            return await plans.replan(body, request_id, idempotency_key=key)
+
+        def work(_: PlanStream) -> Awaitable[PlanResponse]:
+            # The replanner's answer merges kept and new steps: they stream once it is made.
+            return plans.replan(body, request_id, idempotency_key=key)
+
+        return await streamed_plan(request, kind, plans.stream, request_id, work)
+
+    async def expand_plan(
+        body: ExpandRequest, request: Request, plans: PlanningDep
+    ) -> PlanResponse:
+        """Replace one step of a plan by a sub-plan for it (a new version of the plan)."""
+        request_id = request_id_for(request.scope, body.request_id)
+        return await plans.expand(body, request_id, idempotency_key=idempotency_key(request))
+
+    async def specialize_step(
+        body: SpecializeRequest, request: Request, plans: PlanningDep
+    ) -> SpecializeResponse:
+        """Fill one step's arm input: by the model, checked against the arm's schema, else
+        by rule."""
+        return await plans.specialize(body, request_id_for(request.scope, body.request_id))
+
+    async def validate_edited_plan(
+        body: ValidateRequest, request: Request, plans: PlanningDep
+    ) -> ValidateResponse:
+        """Check an edited plan without calling a model: every problem at once."""
+        return plans.validate(body, request_id_for(request.scope, body.request_id))
+
+    async def get_plan(plan_id: str, plans: PlanningDep) -> PlanResponse:
+        """A plan answered by /plan or /replan, as it was given, while its TTL lasts."""
+        return await plans.get(plan_id)
+
+    # The bodies' models are this app's (their limits come from config), so they are set
+    # here rather than in the signatures, whose annotations resolve in module scope.
+    limits = settings.limits
+    create_plan.__annotations__["body"] = request_model_for(limits)
+    replan.__annotations__["body"] = request_model_for(limits, ReplanRequest)
+    expand_plan.__annotations__["body"] = request_model_for(limits, ExpandRequest)
     router.post(
         "/plan",
         response_model=PlanResponse,
         operation_id="createPlan",
-        responses=PLAN_WITH_KEY_RESPONSES,
-        openapi_extra=docs.operation_extra(
-            docs.PLAN_REQUEST_ID_HEADER,
-            docs.CACHE_CONTROL_HEADER,
-            IDEMPOTENCY_KEY_HEADER,
-            secured=True,
-            required=keys_required,
+        responses=docs.PLAN_WITH_KEY_RESPONSES,
+        openapi_extra=extra(
+            docs.PLAN_REQUEST_ID_HEADER, docs.CACHE_CONTROL_HEADER, docs.IDEMPOTENCY_KEY_HEADER
         ),
     )(create_plan)
+    router.post(
+        "/plan/specialize",
+        response_model=SpecializeResponse,
+        operation_id="specializeStep",
+        responses=docs.SPECIALIZE_RESPONSES,
+        openapi_extra=extra(docs.REQUEST_ID_HEADER),
+    )(specialize_step)
+    router.post(
+        "/plan/validate",
+        response_model=ValidateResponse,
+        operation_id="validatePlan",
+        responses=docs.VALIDATE_RESPONSES,
+        openapi_extra=extra(docs.REQUEST_ID_HEADER),
+    )(validate_edited_plan)
+    router.post(
+        "/replan",
+        response_model=PlanResponse,
+        operation_id="replanPlan",
+        responses=docs.REPLAN_RESPONSES,
+        openapi_extra=extra(docs.PLAN_REQUEST_ID_HEADER, docs.IDEMPOTENCY_KEY_HEADER),
+    )(replan)
+    router.get(
+        "/plan/{plan_id}",
+        response_model=PlanResponse,
+        operation_id="getPlan",
+        responses=docs.GET_PLAN_RESPONSES,
+        openapi_extra=extra(docs.REQUEST_ID_HEADER),
+    )(get_plan)
+    router.post(
+        "/plan/expand",
+        response_model=PlanResponse,
+        operation_id="expandPlanStep",
+        responses=docs.EXPAND_RESPONSES,
+        openapi_extra=extra(docs.PLAN_REQUEST_ID_HEADER, docs.IDEMPOTENCY_KEY_HEADER),
+    )(expand_plan)
     return router
 
 
-router = APIRouter()
+_probes = APIRouter()
 
 
-@router.get(
+@_probes.get(
     "/health",
     response_model=HealthResponse,
     operation_id="getHealth",
     responses=docs.HEALTH_RESPONSES,
     openapi_extra=docs.operation_extra(docs.REQUEST_ID_HEADER),
 )
-async def health(services: ServicesDep) -> HealthResponse:
+async def health(state: StateDep) -> HealthResponse:
     """Liveness: the process answers. Never calls a model."""
+    service = state["service"]
+    settings = service.settings
     return HealthResponse(
         status="healthy",
         version=service_version(),
         # No model configured: null, not the name of a model nobody calls.
-        model=services.settings.model.name if services.settings.llm_enabled else None,
+        model=settings.model.name if settings.llm_enabled else None,
         timestamp=datetime.now(UTC).isoformat(),
-        uptime_seconds=round(time.monotonic() - services.started_at, 3),
-        llm=services.llm_status(),
-        circuits=services.circuits(),
-        store=await services.store_status(),
+        uptime_seconds=round(monotonic() - state["readiness"].started_at, 3),
+        llm=service.llm_status(),
+        circuits=service.model_health().circuits,
+        store=await service.store_status(),
     )
 
 
-@router.get(
+@_probes.get(
     "/ready",
     response_model=ReadyResponse,
     operation_id="getReadiness",
     responses=docs.READY_RESPONSES,
     openapi_extra=docs.operation_extra(docs.REQUEST_ID_HEADER),
 )
-async def ready(services: ServicesDep) -> ReadyResponse:
+async def ready(readiness: ReadinessDep) -> ReadyResponse:
     """Readiness: 200 while the service takes plan requests; 503 while starting or stopping."""
-    if services.state != "ready":
-        raise NotReady(f"the service is {services.state}")
+    if readiness.state != "ready":
+        raise NotReady(f"the service is {readiness.state}")
     return ReadyResponse(status="ready")
 
 
-@router.get(
+@_probes.get(
     "/capabilities",
     response_model=CapabilitiesResponse,
     operation_id="getCapabilities",
     responses=docs.CAPABILITIES_RESPONSES,
     openapi_extra=docs.operation_extra(docs.REQUEST_ID_HEADER),
 )
-async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
+async def capabilities(state: StateDep) -> CapabilitiesResponse:
     """What this arm does, measured from this process's own traffic."""
-    settings = services.settings
-    stats = services.stats
+    service = state["service"]
+    settings = service.settings
+    stats = service.stats
     return CapabilitiesResponse(
         arm_id="planner",
         capabilities=SERVICE_CAPABILITIES,
@@ -155,18 +245,18 @@ async def capabilities(services: ServicesDep) -> CapabilitiesResponse:
         min_steps=settings.planning.min_steps,
         max_steps=settings.planning.max_steps,
         models=settings.model.chain,
-        llm=services.llm_status(),  # the same reading as /health's
+        llm=service.llm_status(),  # the same reading as /health's
         timeout_seconds=settings.planning.timeout_seconds,
     )
 
 
-@router.get(
+@_probes.get(
     "/metrics",
     response_class=Response,
     operation_id="getMetrics",
     responses=docs.METRICS_RESPONSES,
     openapi_extra=docs.operation_extra(docs.REQUEST_ID_HEADER),
 )
-async def metrics(services: ServicesDep) -> Response:
+async def metrics(state: StateDep) -> Response:
     """Prometheus text format."""
-    return Response(services.metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
+    return Response(state["service"].metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)

@@ -15,7 +15,7 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 
-from planner_arm.api.state import Services
+from planner_arm.api.deps import Readiness
 from planner_arm.config import Settings
 from planner_arm.logging import uvicorn_log_config
 
@@ -56,7 +56,7 @@ class DrainingServer(uvicorn.Server):
 
 
 def build_server(app: FastAPI, settings: Settings, host: str, port: int) -> DrainingServer:
-    services: Services = app.state.services
+    readiness: Readiness = app.state.readiness
     config = uvicorn.Config(
         app,
         host=host,
@@ -67,4 +67,4 @@ def build_server(app: FastAPI, settings: Settings, host: str, port: int) -> Drai
         server_header=False,  # no library name or version on the wire
         timeout_graceful_shutdown=_request_drain_seconds(settings.server.drain_seconds),
     )
-    return DrainingServer(config, services.begin_shutdown)
+    return DrainingServer(config, readiness.begin_shutdown)

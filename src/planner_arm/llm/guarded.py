@@ -79,14 +79,14 @@ class GuardedLLM:
         """Would a call to `model` be let through now (its circuit is not open)?"""
         return self._breakers[model].may_allow()
 
-    async def _take_slot(self, deadline: Deadline, min_call_seconds: float, budget: float) -> bool:
+    async def _take_slot(self, deadline: Deadline, min_call_seconds: float, seconds: float) -> bool:
         if not self._slots.locked():
             await self._slots.acquire()  # free: returns at once
             return True
         wait = min(
             self._settings.connection.queue_timeout_seconds,
             deadline.remaining() - min_call_seconds,
-            budget - min_call_seconds,
+            seconds - min_call_seconds,
         )
         if wait <= 0:
             return False
@@ -104,21 +104,21 @@ class GuardedLLM:
         deadline: Deadline,
         spend: Spend,
         *,
-        budget: float,
+        seconds: float,
         min_call_seconds: float,
         sink: AnswerSink | None = None,
         answer_schema: AnswerSchema | None = None,
     ) -> Completion:
-        """One call of at most `budget` seconds from now, the wait for a slot included.
+        """One call of at most `seconds` from now, the wait for a slot included.
 
         Raises LLMError as the client does, or CallSkipped. A call cut off by the request's
-        deadline counts as a timeout of the model, as one that ran out its budget does.
+        deadline counts as a timeout of the model, as one that ran out its time does.
         """
         circuit = self._breakers[model]
         if not circuit.allow():
             raise CallSkipped("circuit_open")
-        ends_at = self._clock.now() + budget
-        if not await self._take_slot(deadline, min_call_seconds, budget):
+        ends_at = self._clock.now() + seconds
+        if not await self._take_slot(deadline, min_call_seconds, seconds):
             circuit.release()
             raise CallSkipped("saturated")
         self._metrics.llm_in_flight.inc()

@@ -1,9 +1,14 @@
-"""Turns a validated plan and what it cost into the API's `PlanResponse`."""
+"""The answer reader and the answer: a model's text read into a checked plan (parse, normalise,
+then the caller's check), and a checked plan with what it cost turned into `PlanResponse`."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
+from planner_arm.pipeline.normalise import normalise_plan
+from planner_arm.pipeline.parsing import extract_json
+from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, repair, repair_code, split_note
 from planner_arm.plan.edited import NOTE_CODES, EditCheck
 from planner_arm.plan.estimation import (
@@ -24,6 +29,21 @@ from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import ValidPlan
 
 _RATIONALE_GOAL_CHARS = 120
+
+
+def read_plan_answer(
+    content: str | None,
+    truncated: bool,
+    resolver: ArmResolver,
+    check: Callable[[DraftPlan], ValidPlan],
+) -> tuple[DraftPlan, ValidPlan]:
+    """Every plan answer of every strategy, read one way: the JSON found in the text, the
+    steps normalised (arms resolved), then `check` (validation, a merge onto the previous
+    plan, ...), which raises PlanValidationError for what the model must mend."""
+    data, parse_repairs = extract_json(content, truncated=truncated)
+    draft = normalise_plan(data, resolver)
+    draft.repairs[:0] = parse_repairs
+    return draft, check(draft)
 
 
 def notes(entries: list[str]) -> list[PlanNote]:

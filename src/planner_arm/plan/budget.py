@@ -1,11 +1,14 @@
 """The caller's budget: what a plan may not exceed (steps, critical path) and when model calls
-must stop (spend). Pure functions over a plan and a `Budget`."""
+must stop (spend). Pure functions over a plan and a `Budget`: a budget no valid plan can meet
+is refused before any model call, and a model answer over budget is sent back (one repair
+prompt)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from planner_arm.config_sections import Price
+from planner_arm.config_sections import PlanningSettings, Price
+from planner_arm.errors import BudgetExceeded, PlanValidationError
 from planner_arm.plan.estimation import critical_path_duration
 from planner_arm.plan.schemas import Budget, PlanStep
 from planner_arm.plan.spend import Spend
@@ -80,3 +83,23 @@ def call_within_budget(spend: Spend, budget: Budget | None, next_call_usd: float
     if budget is None or budget.max_llm_usd is None:
         return True
     return spend.usd + spend.reserved + next_call_usd <= budget.max_llm_usd
+
+
+def refuse_impossible_budget(budget: Budget | None, planning: PlanningSettings) -> None:
+    """BudgetExceeded when the budget allows fewer steps than any valid plan has: asking a
+    model for it would only spend calls on answers that cannot be used."""
+    if budget is None or budget.max_steps is None or budget.max_steps >= planning.min_steps:
+        return
+    raise BudgetExceeded(
+        f"no plan fits the budget: it allows {budget.max_steps} steps, and the smallest plan "
+        f"allowed has {planning.min_steps}",
+        figures={"max_steps": budget.max_steps, "steps": planning.min_steps},
+    )
+
+
+def check_answer_budget(steps: Sequence[PlanStep], budget: Budget | None) -> None:
+    """PlanValidationError `over_budget` naming each limit the model's plan passes, so the
+    attempt loop sends it back with those problems in the repair prompt."""
+    problems = budget_problems(steps, budget)
+    if problems:
+        raise PlanValidationError("; ".join(problems), code="over_budget", errors=problems)

@@ -1,5 +1,7 @@
-"""The rule-based plan within the caller's budget: the template fitted to fewer steps until the
-plan fits, or `BudgetExceeded` with the figures of the smallest plan when none does."""
+"""The rule-based planner as the strategies use it: a plan within the planning limits and the
+caller's budget (the template fitted to fewer steps until the plan fits, or `BudgetExceeded`
+with the figures of the smallest plan when none does), with the fixed confidence that lets a
+caller tell it from a model's."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ from typing import Any
 from planner_arm.config_sections import PlanningSettings
 from planner_arm.errors import BudgetExceeded
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.budget import budget_figures, budget_problems
+from planner_arm.plan.budget import budget_figures, budget_problems, refuse_impossible_budget
 from planner_arm.plan.draft import DraftPlan
-from planner_arm.plan.schemas import Budget
+from planner_arm.plan.schemas import Budget, PlanRequest, PlanStep
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
 from planner_arm.planning.fallback import fallback_plan
 
@@ -52,3 +54,48 @@ def budgeted_fallback(
         + f" (the smallest plan allowed has {planning.min_steps} steps)",
         figures=budget_figures(best[1].steps, budget),
     )  # fmt: skip
+
+
+class RuleBasedPlanner:
+    def __init__(
+        self,
+        planning: PlanningSettings,
+        resolver: ArmResolver,
+        rules: PlanRules,
+        confidence: float,
+    ) -> None:
+        self.planning = planning
+        self.resolver = resolver
+        self.rules = rules
+        # Low and fixed, so a caller can tell a rule-based plan from a model's.
+        self.confidence = confidence
+
+    def refuse_impossible(self, budget: Budget | None) -> None:
+        refuse_impossible_budget(budget, self.planning)
+
+    def plan(self, request: PlanRequest, budget: Budget | None) -> tuple[DraftPlan, ValidPlan]:
+        """The rule-based plan of `request` that fits `budget` (BudgetExceeded when none)."""
+        return budgeted_fallback(
+            request.goal,
+            request.constraints,
+            request.context,
+            planning=self.planning,
+            resolver=self.resolver,
+            rules=self.rules,
+            budget=budget,
+        )
+
+    def whole_plan(self, request: PlanRequest) -> Sequence[PlanStep]:
+        """The goal's rule-based plan, within the budget when one fits, else as it comes (a
+        replan checks the budget on its own revision)."""
+        try:
+            return self.plan(request, request.budget)[1].steps
+        except BudgetExceeded:
+            draft = fallback_plan(
+                request.goal,
+                request.constraints,
+                request.context,
+                planning=self.planning,
+                resolver=self.resolver,
+            )
+            return validate_plan(draft, self.rules).steps

@@ -17,16 +17,15 @@ import uuid
 from collections import OrderedDict
 from typing import Any, Protocol
 
-from planner_arm.clock import Clock
+from planner_arm.clock import Clock, Deadline
 from planner_arm.config import Settings
-from planner_arm.errors import PlanningFailed, StoreUnavailable
+from planner_arm.config_sections import CacheSettings
+from planner_arm.errors import StoreUnavailable
 from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
-from planner_arm.planning.listener import PlanListener
-from planner_arm.planning.recorder import PlanRecorder
-from planner_arm.planning.store_failures import note_store_failure
-from planner_arm.store.base import PlanStore
+from planner_arm.planning.attempts import PlanListener
+from planner_arm.store.base import PlanStore, note_store_failure
 
 _NO_COST = EstimatedCost(llm_usd=0.0, prompt_tokens=0, completion_tokens=0)
 
@@ -114,40 +113,41 @@ class PlanCache:
 
 
 class Planner(Protocol):
-    """Whoever makes a plan for the cache: the strategies, or the planner itself."""
+    """Whoever makes a plan for the cache: a strategy, or the plan service's dispatch."""
 
-    async def plan(
-        self, request: PlanRequest, request_id: str, listener: PlanListener | None = None
+    async def __call__(
+        self,
+        request: PlanRequest,
+        request_id: str,
+        deadline: Deadline,
+        listener: PlanListener | None,
     ) -> PlanResponse: ...
 
 
 class CachingPlanner:
-    """What the endpoint calls: cache, then single flight, then the planner.
-
-    Every answer is recorded once, by whoever made it: the planner records the answer it
-    planned, this records the repeats (cache hits and the followers of a shared run).
-    """
+    """Cache, then single flight, then the planner. A repeated answer carries the id of the
+    plan it repeats in `metadata.cached_plan_id`."""
 
     def __init__(
         self,
         planner: Planner,
-        settings: Settings,
+        cache: CacheSettings,
+        fingerprint: str,
         metrics: PlannerMetrics,
         clock: Clock,
-        recorder: PlanRecorder,
         shared: PlanStore | None = None,
     ) -> None:
-        """`shared`: the store that keeps the entries for every replica (Redis); without it
-        they stay in this process."""
+        """`fingerprint`: what changes a plan besides the request (`settings_fingerprint`).
+        `shared`: the store that keeps the entries for every replica (Redis); without it they
+        stay in this process."""
         self._planner = planner
         self._shared = shared
-        self._ttl = settings.cache.ttl_seconds
-        self._enabled = settings.cache.enabled
+        self._ttl = cache.ttl_seconds
+        self._enabled = cache.enabled
         self._metrics = metrics
         self._clock = clock
-        self._recorder = recorder
-        self._fingerprint = settings_fingerprint(settings)
-        self._cache = PlanCache(settings.cache.ttl_seconds, settings.cache.max_entries, clock)
+        self._fingerprint = fingerprint
+        self._cache = PlanCache(cache.ttl_seconds, cache.max_entries, clock)
         self._in_flight: dict[str, asyncio.Task[PlanResponse]] = {}
         self._followers: dict[str, int] = {}  # requests waiting on another's planning
 
@@ -155,6 +155,7 @@ class CachingPlanner:
         self,
         request: PlanRequest,
         request_id: str,
+        deadline: Deadline,
         *,
         use_cache: bool,
         listener: PlanListener | None = None,
@@ -162,34 +163,32 @@ class CachingPlanner:
         """`listener` (a streamed answer) watches this request's own model calls; a cache hit
         or a shared run has none to watch."""
         if not self._enabled:
-            return await self._planner.plan(request, request_id, listener)
-        started = self._clock.now()
+            return await self._planner(request, request_id, deadline, listener)
         key = request_key(request, self._fingerprint)
         if use_cache:
             cached = await self._cached(key)
             if cached is not None:
                 self._metrics.child(self._metrics.cache_requests, "hit").inc()
-                return self._repeat(cached, request, request_id, started)
+                return self._repeat(cached, request_id, deadline)
             leader = self._in_flight.get(key)
             if leader is not None:
                 self._metrics.child(self._metrics.cache_requests, "coalesced").inc()
                 self._followers[key] = self._followers.get(key, 0) + 1
                 try:
                     shared = await asyncio.shield(leader)
-                except PlanningFailed:
-                    self._recorder.failed((self._clock.now() - started) * 1000)
-                    raise
                 finally:
                     self._followers[key] -= 1
                     if not self._followers[key]:
                         del self._followers[key]
-                return self._repeat(shared, request, request_id, started)
+                return self._repeat(shared, request_id, deadline)
         outcome = "miss" if use_cache else "bypass"
         self._metrics.child(self._metrics.cache_requests, outcome).inc()
 
         # A task of its own, which also stores its answer: a caller that goes away cancels
         # neither the others' answer nor the cache entry.
-        task = asyncio.create_task(self._plan_and_store(key, request, request_id, listener))
+        task = asyncio.create_task(
+            self._plan_and_store(key, request, request_id, deadline, listener)
+        )
         if use_cache:
             self._in_flight[key] = task
             task.add_done_callback(lambda _: self._in_flight.pop(key, None))
@@ -203,9 +202,14 @@ class CachingPlanner:
             raise
 
     async def _plan_and_store(
-        self, key: str, request: PlanRequest, request_id: str, listener: PlanListener | None
+        self,
+        key: str,
+        request: PlanRequest,
+        request_id: str,
+        deadline: Deadline,
+        listener: PlanListener | None,
     ) -> PlanResponse:
-        response = await self._planner.plan(request, request_id, listener)
+        response = await self._planner(request, request_id, deadline, listener)
         if cacheable(response):
             await self._keep(key, response)
         return response
@@ -229,11 +233,9 @@ class CachingPlanner:
         except StoreUnavailable as error:
             note_store_failure(self._metrics, "cache_put", error)
 
-    def _repeat(
-        self, original: PlanResponse, request: PlanRequest, request_id: str, started: float
-    ) -> PlanResponse:
+    def _repeat(self, original: PlanResponse, request_id: str, deadline: Deadline) -> PlanResponse:
         """The same plan for another caller: its own ids and latency, no new cost, marked as a
-        repeat of the original, and recorded as an answer of its own."""
+        repeat of the original."""
         # A shared fallback plan stays what it is, a fallback; a model plan is a cache answer.
         source = "cache" if original.metadata.source == "llm" else original.metadata.source
         metadata = original.metadata.model_copy(
@@ -241,10 +243,10 @@ class CachingPlanner:
                 "source": source,
                 "attempts": 0,
                 "cached_plan_id": original.plan_id,
-                "latency_ms": round((self._clock.now() - started) * 1000, 3),
+                "latency_ms": round(deadline.elapsed_ms(), 3),
             }
         )
-        response = original.model_copy(
+        return original.model_copy(
             update={
                 "plan_id": uuid.uuid4().hex,
                 "request_id": request_id,
@@ -252,5 +254,3 @@ class CachingPlanner:
                 "metadata": metadata,
             }
         )
-        self._recorder.planned(response, request, repeat=True)
-        return response

@@ -1,43 +1,185 @@
-"""POST /plan/expand: one step of a plan replaced by its sub-plan, as a new version.
+"""Sub-plans: one step of a plan detailed into steps of its own, by the model or by rule; and
+POST /plan/expand, which replaces a step by its sub-plan as a new version of the plan.
 
-The sub-plan comes from the model (asked with the goal, the step and what comes before and
-after it), else from the rule-based planner; it is spliced in (plan/expand_merge.py) and the
-whole plan checked against the caller's budget. Like /plan: a valid plan within the deadline
-whatever the model does. An expansion is not a replan: `replan_count` stays as it was.
+A sub-plan is asked through the one attempt loop (retries, the repair prompt, the model chain,
+circuits, the deadline), read with the one answer reader, or made by the rule-based planner;
+the hierarchical strategy uses the same sub-plans for its nodes. A sub-plan keeps every rule
+of a plan (3-7 steps, the last a judge step): its judge checks the detailed step's acceptance
+criteria, so the detail is verified where it is done. The expanded plan is checked against
+the caller's budget as a whole. Like /plan: a valid plan within the deadline whatever the
+model does. An expansion is not a replan: `replan_count` stays as it was.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
 from planner_arm.clock import Deadline
-from planner_arm.errors import (
-    BudgetExceeded,
-    ExpandRejected,
-    PlanningFailed,
-    PlanValidationError,
-)
-from planner_arm.llm.expand_prompts import EXPAND_PROMPT_VERSION
-from planner_arm.pipeline.assembly import assemble_response
-from planner_arm.plan.budget import budget_figures, budget_problems
+from planner_arm.errors import BudgetExceeded, ExpandRejected, PlanValidationError
+from planner_arm.llm.client import Completion
+from planner_arm.llm.expand_prompts import EXPAND_PROMPT_VERSION, subplan_user_prompt
+from planner_arm.llm.prompts import initial_messages
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.budget import budget_figures, budget_problems, describe_budget
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.expand_merge import expandable_step, splice, surroundings
 from planner_arm.plan.expand_schemas import ExpandRequest
+from planner_arm.plan.final_check import JUDGE_ARM
 from planner_arm.plan.hierarchy import expanded_tree, leaf_id
 from planner_arm.plan.replan_merge import plan_diff
-from planner_arm.plan.schemas import PlanResponse, PlanStep
+from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep
 from planner_arm.plan.spend import Spend
-from planner_arm.plan.validation import PlanRules, ValidPlan
-from planner_arm.planning.planner import ModelFailure, PlannerArm
-from planner_arm.planning.subplans import SubPlan, SubPlanner, SubPlanTask
+from planner_arm.plan.step_detail import step_detail
+from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
+from planner_arm.planning.attempts import AnswerPath, ModelFailure, Question
+
+# Checks a sub-plan's steps in their place (the budget of the whole plan); raises
+# PlanValidationError, which earns the model a repair prompt.
+SubPlanCheck = Callable[[list[PlanStep]], None]
+
+
+@dataclass(frozen=True)
+class SubPlanTask:
+    """The step to detail and where it stands."""
+
+    step: PlanStep
+    before: Sequence[PlanStep] = ()
+    after: Sequence[PlanStep] = ()
+    allow_compound: bool = False
+
+
+@dataclass
+class SubPlan:
+    draft: DraftPlan
+    valid: ValidPlan
+    source: str  # llm | fallback
+    model: str | None
+    compound: set[int] = field(default_factory=set)  # steps marked to be broken down again
+
+
+class SubPlanner:
+    def __init__(
+        self,
+        path: AnswerPath,
+        *,
+        rules: PlanRules,
+        resolver: ArmResolver,
+        system_prompt: str,
+    ) -> None:
+        self.path = path
+        self._rules = rules
+        self._resolver = resolver
+        self._system_prompt = system_prompt
+
+    def rules(self, room: int) -> PlanRules:
+        """The plan rules with at most `room` steps (never below min_steps: callers check)."""
+        rules = self._rules
+        return replace(rules, max_steps=max(rules.min_steps, min(rules.max_steps, room)))
+
+    async def ask(
+        self,
+        request: PlanRequest,
+        task: SubPlanTask,
+        deadline: Deadline,
+        spend: Spend,
+        rules: PlanRules,
+        check: SubPlanCheck | None = None,
+    ) -> SubPlan | ModelFailure:
+        """The model's sub-plan, or why there is none."""
+        user = subplan_user_prompt(
+            request.goal,
+            request.constraints,
+            request.context,
+            step=task.step,
+            before=task.before,
+            after=task.after,
+            max_steps=rules.max_steps,
+            allow_compound=task.allow_compound,
+            budget_rule=describe_budget(request.budget),
+        )
+
+        def checked(draft: DraftPlan) -> ValidPlan:
+            valid = validate_plan(draft, rules)
+            if check is not None:
+                check(valid.steps)
+            return valid
+
+        def read(completion: Completion) -> tuple[DraftPlan, ValidPlan]:
+            return read_plan_answer(
+                completion.content, completion.truncated, self._resolver, checked
+            )
+
+        question = Question(initial_messages(self._system_prompt, user), read)
+        budget = request.budget
+        outcome = await self.path.ask(
+            question,
+            deadline,
+            spend,
+            max_llm_usd=budget.max_llm_usd if budget is not None else None,
+        )
+        if isinstance(outcome, ModelFailure):
+            return outcome
+        draft, valid = outcome.value
+        compound = _compound(draft, valid) if task.allow_compound else set()
+        return SubPlan(draft, valid, "llm", outcome.model, compound)
+
+    def rule_based(
+        self,
+        request: PlanRequest,
+        task: SubPlanTask,
+        rules: PlanRules,
+        fits: Callable[[list[PlanStep]], bool] = lambda steps: True,
+    ) -> tuple[SubPlan, bool]:
+        """The rule-based sub-plan with the most steps that `fits`, or the smallest one;
+        and whether it fits. Its final check carries the step's criteria and the constraints."""
+        # The step's own detail, not a plan of the whole goal again: gather, one part of the
+        # work per criterion, the check; fewer parts to fit.
+        wanted = 2 + len(task.step.acceptance_criteria)
+        natural = max(rules.min_steps, min(rules.max_steps, wanted))
+        arm_ids = self._resolver.arm_ids
+        best: SubPlan | None = None
+        for size in range(natural, rules.min_steps - 1, -1):
+            draft = step_detail(task.step, request.constraints, arm_ids=arm_ids, size=size)
+            best = SubPlan(draft, validate_plan(draft, rules), "fallback", None)
+            if fits(best.valid.steps):
+                return best, True
+        assert best is not None  # rules keep min_steps <= max_steps
+        return best, False
+
+
+def _compound(draft: DraftPlan, valid: ValidPlan) -> set[int]:
+    """The validated steps the model marked compound (a judge step is never broken down)."""
+    marked = {step.action.strip() for step in draft.steps if step.compound}
+    return {
+        step.step
+        for step in valid.steps
+        if step.action in marked and step.required_arm != JUDGE_ARM
+    }
 
 
 class Expander:
-    def __init__(self, planner: PlannerArm) -> None:
-        self.planner = planner
-        self.subplans = SubPlanner(planner)
+    def __init__(
+        self,
+        subplans: SubPlanner,
+        *,
+        rules: PlanRules,
+        max_plan_steps: int,
+        fallback_confidence: float,
+        metrics: PlannerMetrics,
+    ) -> None:
+        self._subplans = subplans
+        self._rules = rules
+        self._max_plan_steps = max_plan_steps
+        self._fallback_confidence = fallback_confidence
+        self._metrics = metrics
 
     def check(self, request: ExpandRequest, previous: PlanResponse) -> PlanRules:
         """The sub-plan's rules; raises ExpandRejected or BudgetExceeded before any model call."""
-        expandable_step(previous.plan, request.step, self.planner.rules)
+        rules = self._rules
+        expandable_step(previous.plan, request.step, rules)
         if not previous.complete:
             # An iterative answer holds the steps that can start now; a sub-plan would add a
             # chain of steps that cannot, and the next round plans the rest anyway.
@@ -46,9 +188,8 @@ class Expander:
                 "detail, /replan with the step in replan_steps and strategy iterative",
                 code="step_not_expandable",
             )
-        rules = self.planner.rules
         others = len(previous.plan) - 1
-        cap = self.planner.settings.expansion.max_plan_steps
+        cap = self._max_plan_steps
         if others + rules.min_steps > cap:
             raise ExpandRejected(
                 f"the plan has {len(previous.plan)} steps; with a sub-plan of at least "
@@ -65,23 +206,23 @@ class Expander:
                     figures={"max_steps": budget.max_steps, "steps": others + rules.min_steps},
                 )
             room = min(room, budget.max_steps - others)
-        return self.subplans.rules(room)
+        return self._subplans.rules(room)
 
     async def expand(
-        self, request: ExpandRequest, previous: PlanResponse, request_id: str
+        self,
+        request: ExpandRequest,
+        previous: PlanResponse,
+        request_id: str,
+        deadline: Deadline,
     ) -> PlanResponse:
-        planner = self.planner
         rules = self.check(request, previous)
-        clock = planner.clock
-        started = clock.now()
-        deadline = Deadline(planner.settings.planning.timeout_seconds, clock)
         spend = Spend()
-        target = expandable_step(previous.plan, request.step, planner.rules)
+        target = expandable_step(previous.plan, request.step, self._rules)
         before, after = surroundings(previous.plan, request.step)
         parent = leaf_id(previous.tree or [], request.step) or str(request.step)
 
         def spliced(sub: list[PlanStep]) -> list[PlanStep]:
-            return splice(previous.plan, request.step, sub, parent=parent, rules=planner.rules)
+            return splice(previous.plan, request.step, sub, parent=parent, rules=self._rules)
 
         def check(sub: list[PlanStep]) -> None:
             problems = budget_problems(spliced(sub), request.budget)
@@ -89,32 +230,51 @@ class Expander:
                 raise PlanValidationError("; ".join(problems), code="over_budget", errors=problems)
 
         task = SubPlanTask(target, before, after)
-        outcome: SubPlan | ModelFailure
-        outcome = await self.subplans.ask(request, task, deadline, spend, rules, check)
-        if isinstance(outcome, ModelFailure):
-            try:
-                self.subplans.after_failure(outcome, spend)
-            except PlanningFailed:
-                planner.recorder.failed((clock.now() - started) * 1000)
-                raise
-            outcome, fitted = self.subplans.rule_based(
-                request, task, rules, lambda sub: not budget_problems(spliced(sub), request.budget)
-            )
-            if not fitted:
-                steps = spliced(outcome.valid.steps)
-                assert request.budget is not None  # without a budget every sub-plan fits
-                raise BudgetExceeded(
-                    "no expansion fits the budget: "
-                    + "; ".join(budget_problems(steps, request.budget)),
-                    figures=budget_figures(steps, request.budget),
-                )
-        sub = outcome
+        sub = await self._subplans.ask(request, task, deadline, spend, rules, check)
+        if isinstance(sub, ModelFailure):
+            self._subplans.path.gate.fall_back(sub, spend)
+            sub = self._rule_based(request, task, rules, spliced)
         steps = spliced(sub.valid.steps)
+        expanded = self._answer(request, previous, request_id, deadline, spend, sub, steps)
+        self._metrics.child(self._metrics.expansions, sub.source).inc()
+        return expanded
+
+    def _rule_based(
+        self,
+        request: ExpandRequest,
+        task: SubPlanTask,
+        rules: PlanRules,
+        spliced: Callable[[list[PlanStep]], list[PlanStep]],
+    ) -> SubPlan:
+        sub, fitted = self._subplans.rule_based(
+            request, task, rules, lambda steps: not budget_problems(spliced(steps), request.budget)
+        )
+        if not fitted:
+            steps = spliced(sub.valid.steps)
+            assert request.budget is not None  # without a budget every sub-plan fits
+            raise BudgetExceeded(
+                "no expansion fits the budget: "
+                + "; ".join(budget_problems(steps, request.budget)),
+                figures=budget_figures(steps, request.budget),
+            )
+        return sub
+
+    def _answer(
+        self,
+        request: ExpandRequest,
+        previous: PlanResponse,
+        request_id: str,
+        deadline: Deadline,
+        spend: Spend,
+        sub: SubPlan,
+        steps: list[PlanStep],
+    ) -> PlanResponse:
         added = [step for step in steps if step.step > max(s.step for s in previous.plan)]
         rationale = (
             f"{previous.rationale} Step {request.step} detailed in steps "
             f"{', '.join(str(step.step) for step in added)}."
         )
+        by_model = sub.source == "llm"
         response = assemble_response(
             draft=DraftPlan(
                 steps=[],
@@ -125,18 +285,18 @@ class Expander:
             ),
             valid=ValidPlan(steps=steps, repairs=sub.valid.repairs),
             goal=request.goal,
-            source="llm" if sub.source == "llm" else "fallback",
+            source="llm" if by_model else "fallback",
             model=sub.model,
             spend=spend,
             request_id=request_id,
-            latency_ms=(clock.now() - started) * 1000,
+            latency_ms=deadline.elapsed_ms(),
             prompt_version=EXPAND_PROMPT_VERSION,
             fixed_confidence=None
-            if sub.source == "llm"
-            else min(previous.confidence, planner.settings.fallback.confidence),
+            if by_model
+            else min(previous.confidence, self._fallback_confidence),
         )
         tree = expanded_tree(previous.tree, request.step, added) if previous.tree else None
-        expanded = response.model_copy(
+        return response.model_copy(
             update={
                 "version": previous.version + 1,
                 "parent_plan_id": previous.plan_id,
@@ -147,6 +307,3 @@ class Expander:
                 "tree": tree,
             }
         )
-        planner.metrics.child(planner.metrics.expansions, sub.source).inc()
-        planner.recorder.planned(expanded, request, repeat=False)
-        return expanded

@@ -3,77 +3,87 @@ its own sub-plan (one call per node, in parallel, bounded by `expansion.concurre
 the one request deadline), a step the model marks compound expanded again while `max_depth`
 allows. A node not expanded in time stays a single step (`node_not_expanded`); a node whose
 model answer fails gets the rule-based sub-plan. The answer is the flat DAG of the leaves
-(plan/hierarchy.py) with its `tree`, fitted to the budget and `expansion.max_plan_steps` by
+ with its `tree`, fitted to the budget and `expansion.max_plan_steps` by
 folding the last expansions back into single steps.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from planner_arm.clock import Deadline
-from planner_arm.errors import PlanningFailed
 from planner_arm.llm.client import Completion
 from planner_arm.llm.expand_prompts import EXPAND_PROMPT_VERSION, phases_user_prompt
 from planner_arm.llm.prompts import initial_messages
-from planner_arm.pipeline.assembly import assemble_response
-from planner_arm.pipeline.normalise import normalise_plan
-from planner_arm.pipeline.parsing import extract_json
-from planner_arm.plan.budget import budget_problems, describe_budget
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.pipeline.assembly import read_plan_answer
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.budget import budget_problems, check_answer_budget, describe_budget
 from planner_arm.plan.draft import DraftPlan, split_note
 from planner_arm.plan.final_check import JUDGE_ARM
 from planner_arm.plan.hierarchy import Node, expanded_nodes, flatten, leaf_count
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.spend import Spend
-from planner_arm.plan.validation import ValidPlan, validate_plan
-from planner_arm.planning.budget_fit import budgeted_fallback
-from planner_arm.planning.listener import PlanListener
-from planner_arm.planning.plan_budget import check_answer_budget, refuse_impossible_budget
-from planner_arm.planning.planner import Conversation, ModelFailure, PlannerArm
-from planner_arm.planning.subplans import SubPlan, SubPlanner, SubPlanTask
-
-_MIN_CALL_SECONDS = 0.05
+from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
+from planner_arm.planning.attempts import (
+    MIN_CALL_SECONDS,
+    AnswerPath,
+    ModelFailure,
+    PlanListener,
+    Question,
+)
+from planner_arm.planning.budget_fit import RuleBasedPlanner
+from planner_arm.planning.expand import SubPlan, SubPlanner, SubPlanTask
+from planner_arm.planning.flat import PlanAnswer, respond
 
 
 class HierarchicalPlanner:
-    def __init__(self, planner: PlannerArm) -> None:
-        self.planner = planner
-        self.subplans = SubPlanner(planner)
+    def __init__(
+        self,
+        path: AnswerPath,
+        rule_based: RuleBasedPlanner,
+        subplans: SubPlanner,
+        *,
+        rules: PlanRules,
+        resolver: ArmResolver,
+        system_prompt: str,
+        concurrency: int,
+        max_plan_steps: int,
+        metrics: PlannerMetrics,
+    ) -> None:
+        self._path = path
+        self._rule_based = rule_based
+        self.subplans = subplans
+        self.rules = rules
+        self._resolver = resolver
+        self._system_prompt = system_prompt
+        self.concurrency = concurrency
+        self._max_plan_steps = max_plan_steps
+        self.metrics = metrics
 
     async def plan(
-        self, request: PlanRequest, request_id: str, listener: PlanListener | None = None
+        self,
+        request: PlanRequest,
+        request_id: str,
+        deadline: Deadline,
+        listener: PlanListener | None = None,
     ) -> PlanResponse:
-        """The hierarchical plan, recorded once; PlanningFailed only with the fallback off."""
-        planner = self.planner
-        started = planner.clock.now()
-        try:
-            response = await self._plan(request, request_id, started)
-        except PlanningFailed:
-            planner.recorder.failed((planner.clock.now() - started) * 1000)
-            raise
-        if listener is not None:  # a streamed answer announced its plan_id already
-            response = response.model_copy(update={"plan_id": listener.plan_id})
-        planner.recorder.planned(response, request, repeat=False)
-        return response
-
-    async def _plan(self, request: PlanRequest, request_id: str, started: float) -> PlanResponse:
-        planner = self.planner
-        refuse_impossible_budget(request.budget, planner.settings.planning)
-        deadline = Deadline(planner.settings.planning.timeout_seconds, planner.clock)
+        """The hierarchical plan; PlanningFailed only with the fallback off."""
+        self._rule_based.refuse_impossible(request.budget)
         spend = Spend()
-        outcome = await self._phases(request, deadline, spend)
-        if isinstance(outcome, ModelFailure):
-            self.subplans.after_failure(outcome, spend)
-            draft, valid = budgeted_fallback(
-                request.goal, request.constraints, request.context,
-                planning=planner.settings.planning, resolver=planner.resolver,
-                rules=planner.rules, budget=request.budget,
-            )  # fmt: skip
-            model, use_model = None, False
-        else:
-            draft, valid, model, use_model = outcome.draft, outcome.valid, outcome.model, True
+        budget = request.budget
+        phases = await self._path.answer(
+            self._phases(request),
+            lambda: self._rule_based.plan(request, request.budget),
+            deadline,
+            spend,
+            max_llm_usd=budget.max_llm_usd if budget is not None else None,
+        )
+        draft, valid = phases.value
         top = [Node(step) for step in valid.steps]
         if request.max_depth >= 2:
+            use_model = phases.model is not None and self._path.models is not None
             run = _Expansion(self, request, deadline, spend, use_model)
             last = top[-1] if top and top[-1].step.required_arm == JUDGE_ARM else None
             await asyncio.gather(
@@ -81,50 +91,46 @@ class HierarchicalPlanner:
             )
             draft.repairs += run.repairs
         self._fit(top, request, spend)
-        rules = planner.rules
+        rules = self.rules
         final_check = rules.require_validation_step and rules.require_dependency_check
         steps, tree, repaired = flatten(top, final_check=final_check)
         repairs = [*valid.repairs, *([repaired] if repaired else [])]
-        response = assemble_response(
-            draft=draft,
-            valid=ValidPlan(steps=steps, repairs=repairs),
-            goal=request.goal,
-            source="llm" if model is not None else "fallback",
-            model=model,
-            spend=spend,
-            request_id=request_id,
-            latency_ms=(planner.clock.now() - started) * 1000,
-            prompt_version=EXPAND_PROMPT_VERSION,
-            fixed_confidence=None if model is not None else planner.settings.fallback.confidence,
+        answer = replace(phases, value=(draft, ValidPlan(steps=steps, repairs=repairs)))
+        response = respond(
+            answer,
+            request,
+            request_id,
+            spend,
+            deadline,
+            EXPAND_PROMPT_VERSION,
+            self._rule_based.confidence,
         )
-        return response.model_copy(update={"strategy": "hierarchical", "tree": tree})
+        response = response.model_copy(update={"strategy": "hierarchical", "tree": tree})
+        if listener is not None:  # a streamed answer announced its plan_id already
+            response = response.model_copy(update={"plan_id": listener.plan_id})
+        return response
 
-    async def _phases(
-        self, request: PlanRequest, deadline: Deadline, spend: Spend
-    ) -> ModelFailure | _Phases:
-        planner = self.planner
+    def _phases(self, request: PlanRequest) -> Question[PlanAnswer]:
         user = phases_user_prompt(
             request.goal, request.constraints, request.context, describe_budget(request.budget)
         )
 
-        def read(completion: Completion) -> tuple[DraftPlan, ValidPlan]:
-            data, parse_repairs = extract_json(completion.content, truncated=completion.truncated)
-            draft = normalise_plan(data, planner.resolver)
-            draft.repairs[:0] = parse_repairs
-            valid = validate_plan(draft, planner.rules)
+        def checked(draft: DraftPlan) -> ValidPlan:
+            valid = validate_plan(draft, self.rules)
             check_answer_budget(valid.steps, request.budget)
-            return draft, valid
+            return valid
 
-        conversation = Conversation(initial_messages(planner.system_prompt, user), read)
-        outcome = await planner.ask_models(request, deadline, spend, conversation)
-        if isinstance(outcome, ModelFailure):
-            return outcome
-        return _Phases(outcome.draft, outcome.valid, outcome.model)
+        def read(completion: Completion) -> PlanAnswer:
+            return read_plan_answer(
+                completion.content, completion.truncated, self._resolver, checked
+            )
+
+        return Question(initial_messages(self._system_prompt, user), read)
 
     def _fit(self, top: list[Node], request: PlanRequest, spend: Spend) -> None:
         """Fold the last expansions back into single steps until the plan fits the budget
         and the size cap (the phases alone fit: their answer was checked)."""
-        cap = self.planner.settings.expansion.max_plan_steps
+        cap = self._max_plan_steps
         budget = request.budget
         while True:
             size = leaf_count(top)
@@ -142,11 +148,6 @@ class HierarchicalPlanner:
             spend.warn_once(f"node_not_expanded: {node_id}: {why}")
 
 
-class _Phases:
-    def __init__(self, draft: DraftPlan, valid: ValidPlan, model: str) -> None:
-        self.draft, self.valid, self.model = draft, valid, model
-
-
 class _Expansion:
     """One request's node expansions: the shared deadline, spend and concurrency bound."""
 
@@ -159,8 +160,8 @@ class _Expansion:
         use_model: bool,
     ) -> None:
         self.owner, self.request, self.deadline, self.spend = owner, request, deadline, spend
-        self.use_model = use_model and owner.planner.llm is not None
-        self.slots = asyncio.Semaphore(owner.planner.settings.expansion.concurrency)
+        self.use_model = use_model
+        self.slots = asyncio.Semaphore(owner.concurrency)
         self.repairs: list[str] = []
 
     async def expand(self, node: Node, node_id: str, level: list[Node], depth: int) -> None:
@@ -177,7 +178,7 @@ class _Expansion:
         for entry in [*sub.draft.repairs, *sub.valid.repairs]:
             code, detail = split_note(entry)
             self.repairs.append(f"{code}: node {node_id}" + (f": {detail}" if detail else ""))
-        metrics = self.owner.planner.metrics
+        metrics = self.owner.metrics
         metrics.child(metrics.expansions, sub.source).inc()
         await asyncio.gather(
             *(
@@ -189,11 +190,11 @@ class _Expansion:
 
     async def _subplan(self, task: SubPlanTask, node_id: str) -> SubPlan | None:
         subplans = self.owner.subplans
-        rules = subplans.rules(self.owner.planner.rules.max_steps)
+        rules = subplans.rules(self.owner.rules.max_steps)
         if not self.use_model:
             return subplans.rule_based(self.request, task, rules)[0]
         async with self.slots:
-            if self.deadline.remaining() < _MIN_CALL_SECONDS:
+            if self.deadline.remaining() < MIN_CALL_SECONDS:
                 self.spend.warn_once(f"node_not_expanded: {node_id}: the request deadline passed")
                 return None
             # Its own count of calls (each node gets the retries a plan gets), one total.
@@ -205,7 +206,7 @@ class _Expansion:
             if outcome.reason == "deadline":
                 self.spend.warn_once(f"node_not_expanded: {node_id}: {outcome.detail}")
                 return None
-            subplans.after_failure(outcome, self.spend)
+            subplans.path.gate.fall_back(outcome, self.spend)
             return subplans.rule_based(self.request, task, rules)[0]
         return outcome
 

@@ -16,13 +16,18 @@ from collections.abc import Awaitable, Callable
 from pydantic import BaseModel
 
 from planner_arm.clock import Clock, Deadline
-from planner_arm.config import Settings
 from planner_arm.errors import IdempotencyInProgress, IdempotencyKeyReused, StoreUnavailable
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.schemas import PlanResponse
-from planner_arm.planning.store_failures import note_store_failure
-from planner_arm.store.base import Claimed, Conflict, InProgress, PlanStore, Replay
+from planner_arm.store.base import (
+    Claimed,
+    Conflict,
+    InProgress,
+    PlanStore,
+    Replay,
+    note_store_failure,
+)
 
 # The claim outlives the planning deadline a little, so a replica that died mid-plan does not
 # hold the key for the whole record TTL.
@@ -39,13 +44,21 @@ def body_fingerprint(kind: str, request: BaseModel) -> str:
 
 class Idempotency:
     def __init__(
-        self, store: PlanStore, settings: Settings, metrics: PlannerMetrics, clock: Clock
+        self,
+        store: PlanStore,
+        *,
+        record_ttl: float,
+        timeout: float,
+        metrics: PlannerMetrics,
+        clock: Clock,
     ) -> None:
+        """`record_ttl`: how long an answer is kept for its key; `timeout`: the request
+        deadline, which the first caller's claim outlives a little."""
         self._store = store
         self._metrics = metrics
         self._clock = clock
-        self._record_ttl = settings.store.ttl_seconds
-        self._timeout = settings.planning.timeout_seconds
+        self._record_ttl = record_ttl
+        self._timeout = timeout
 
     async def run(
         self,

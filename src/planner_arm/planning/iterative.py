@@ -10,21 +10,15 @@ never a step of the whole plan the stage leaves out.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-
-from planner_arm.errors import BudgetExceeded
+from planner_arm.clock import Deadline
 from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.estimation import critical_path_duration, parallel_stages, total_duration
 from planner_arm.plan.iterative_stage import Stage, first_stage_steps, next_stage
-from planner_arm.plan.partial_plan import extended, rest_of
 from planner_arm.plan.replan_merge import plan_diff
 from planner_arm.plan.replan_scope import ReplanScope
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep
-from planner_arm.plan.validation import validate_plan
-from planner_arm.planning.budget_fit import budgeted_fallback
-from planner_arm.planning.fallback import fallback_plan
-from planner_arm.planning.listener import PlanListener
-from planner_arm.planning.planner import PlannerArm
+from planner_arm.planning.attempts import PlanListener
+from planner_arm.planning.flat import FlatPlanner
 
 NEXT_STAGE_ONLY = "next_stage_only"
 
@@ -47,14 +41,24 @@ class _StageListener:
         pass
 
 
-async def plan_first_stage(
-    planner: PlannerArm, request: PlanRequest, request_id: str, listener: PlanListener | None
-) -> PlanResponse:
-    """The first stage of the plan for `request`, numbered 1..n; `complete` when it is all."""
-    held = None if listener is None else _StageListener(listener)
-    whole = await planner.plan(request, request_id, held)
-    stage = next_stage(whole.plan, (), planner.settings.planning.iterative_stage_steps)
-    return restaged(whole, first_stage_steps(stage.steps), stage)
+class IterativePlanner:
+    """The first stage of the flat planner's plan, numbered 1..n; `complete` when it is all."""
+
+    def __init__(self, flat: FlatPlanner, stage_steps: int) -> None:
+        self._flat = flat
+        self._stage_steps = stage_steps
+
+    async def plan(
+        self,
+        request: PlanRequest,
+        request_id: str,
+        deadline: Deadline,
+        listener: PlanListener | None = None,
+    ) -> PlanResponse:
+        held = None if listener is None else _StageListener(listener)
+        whole = await self._flat.plan(request, request_id, deadline, held)
+        stage = next_stage(whole.plan, (), self._stage_steps)
+        return restaged(whole, first_stage_steps(stage.steps), stage)
 
 
 def next_round(
@@ -88,33 +92,6 @@ def restaged(response: PlanResponse, steps: list[PlanStep], stage: Stage) -> Pla
         "Run these, then /replan with their states and strategy iterative for the next stage"
     )
     return with_warning(cut, NEXT_STAGE_ONLY, detail)
-
-
-def scopes_with_rest(
-    planner: PlannerArm, request: PlanRequest, scope: ReplanScope
-) -> Iterator[ReplanScope]:
-    """For the rule-based replan of a partial plan: its scope with the rest of the goal's
-    rule-based plan, then with less of it, down to the scope alone (a rule-based revision
-    must fit the plan rules)."""
-    if not scope.partial:
-        yield scope
-        return
-    rest = rest_of(scope, _whole_plan_by_rule(planner, request))
-    for size in range(len(rest), -1, -1):
-        yield extended(scope, rest[:size])
-
-
-def _whole_plan_by_rule(planner: PlannerArm, request: PlanRequest) -> Sequence[PlanStep]:
-    planning, resolver, rules = planner.settings.planning, planner.resolver, planner.rules
-    goal, constraints, context = request.goal, request.constraints, request.context
-    try:
-        return budgeted_fallback(
-            goal, constraints, context, planning=planning, resolver=resolver, rules=rules,
-            budget=request.budget,
-        )[1].steps  # fmt: skip
-    except BudgetExceeded:  # the replan checks the budget on its own revision
-        draft = fallback_plan(goal, constraints, context, planning=planning, resolver=resolver)
-        return validate_plan(draft, rules).steps
 
 
 def _steps(count: int) -> str:

@@ -1,10 +1,15 @@
-"""InputFiller: one step's arm input, from the model or by rule.
+"""Stage 2, specialize: each step's arm `input`, from the model or by rule.
 
-prompt (goal, step, earlier steps, the arm's schema; structured output where the model is
-configured for it) -> tolerant parse -> schema and reference check -> on failure ONE repair
-prompt -> else the rule-based input (plan/input_rules.py), with the reason. Every call goes
-through the planner's GuardedLLM (circuit, call slots, metrics, spend) within the request's
-deadline and the caller's `max_llm_usd`; a model error moves on to the next model.
+For one step: a prompt (the goal, the step, the steps it may read, the arm's input schema;
+structured output where the model is configured for it) -> the one attempt loop -> the input
+checked against the schema and the step references -> else the rule-based input, with the
+reason. For a whole plan (`"specialize": true`, a replan's or an expansion's new steps):
+steps are filled at most `specialize.max_concurrency` at a time, within the request's
+deadline and `max_llm_usd`. A step that already has a valid input keeps it (a replan's kept
+steps); one whose input breaks its arm's schema or refers to a step it does not depend on
+gets a new one (`input_replaced`). A step the model could not fill in time, or at all, gets
+the rule-based input (`input_by_rule`). The calls are added to the answer's
+`metadata.attempts` and `estimated_cost`.
 """
 
 from __future__ import annotations
@@ -14,29 +19,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import structlog
-
 from planner_arm.clock import Deadline
-from planner_arm.errors import LLMError, LLMUnsupportedFormat, PlanParseError
-from planner_arm.errors import PlanValidationError as InputInvalid
+from planner_arm.errors import PlanValidationError, RequestRejected
 from planner_arm.llm.client import AnswerSchema, Completion
-from planner_arm.llm.guarded import CallSkipped, GuardedLLM
 from planner_arm.llm.prompts import Message
-from planner_arm.llm.retry import Next
 from planner_arm.llm.specialize_prompts import specialize_messages, specialize_repair
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.pipeline.assembly import notes as notes_of
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arm_inputs import check_input, input_model, input_schema
+from planner_arm.plan.input_refs import earlier_of, earlier_steps
 from planner_arm.plan.input_rules import rule_input
-from planner_arm.plan.schemas import Budget, PlanStep
+from planner_arm.plan.schemas import Budget, EstimatedCost, PlanNote, PlanResponse, PlanStep
+from planner_arm.plan.specialize_schemas import SpecializeResponse
 from planner_arm.plan.spend import Spend
-from planner_arm.planning.plan_budget import reserve_call
-from planner_arm.planning.planner import PlannerArm
+from planner_arm.planning.attempts import ModelAnswer, ModelChain, Question
 
 InputSource = Literal["llm", "rule"]
-# A call with less time than this left cannot finish; the rule answers instead.
-_MIN_CALL_SECONDS = 0.05
-
-log = structlog.get_logger("planner_arm.planning.specialize")
 
 
 @dataclass(frozen=True)
@@ -63,137 +62,162 @@ class StepToFill:
         return frozenset(item.step for item in self.earlier)
 
 
-class InputFiller:
-    """Fills step inputs with the planner's guarded model, retry policy and settings."""
+def _input_repair(
+    first: list[Message], answer: str | None, problems: list[str], usable: bool
+) -> list[Message]:
+    return specialize_repair(first, answer, problems)
 
-    def __init__(self, planner: PlannerArm) -> None:
-        self._planner = planner
-        self._settings = planner.settings
 
-    @property
-    def llm_enabled(self) -> bool:
-        return self._planner.llm is not None
+class Specializer:
+    def __init__(
+        self, models: ModelChain | None, *, max_concurrency: int, metrics: PlannerMetrics
+    ) -> None:
+        self._models = models
+        self._max_concurrency = max_concurrency
+        self._metrics = metrics
 
-    def by_rule(self, step: PlanStep, reason: str | None) -> FilledInput:
-        filled = FilledInput(rule_input(step), "rule", None, reason)
-        self._count(filled)
-        return filled
+    async def specialize(
+        self,
+        response: PlanResponse,
+        goal: str | None,
+        deadline: Deadline,
+        budget: Budget | None = None,
+    ) -> PlanResponse:
+        """`response` with an input on every step, and what that took."""
+        steps = response.plan
+        by_id = {step.step: step for step in steps}
+        earlier = earlier_steps(steps)
+        spend = Spend(usd=response.estimated_cost.llm_usd)
+        slots = asyncio.Semaphore(self._max_concurrency)
+        notes: list[tuple[int, PlanNote]] = []
+        started_ms = deadline.elapsed_ms()
 
-    def _count(self, filled: FilledInput) -> None:
-        metrics = self._planner.metrics
-        metrics.child(metrics.specializations, filled.source).inc()
+        async def fill(step: PlanStep) -> PlanStep:
+            ids = earlier.get(step.step, frozenset())
+            if step.input is not None:
+                try:
+                    return step.model_copy(
+                        update={"input": check_input(step.required_arm, step.input, ids)}
+                    )
+                except PlanValidationError as problem:
+                    detail = f"step {step.step}: {problem.detail}"[:500]
+                    notes.append((step.step, PlanNote(code="input_replaced", detail=detail)))
+            target = StepToFill(step, goal, [by_id[number] for number in sorted(ids)])
+            async with slots:
+                filled = await self.fill(target, deadline, spend, budget)
+            if filled.reason is not None:
+                notes.append((step.step, _by_rule_note(step, filled)))
+            return step.model_copy(update={"input": filled.input})
+
+        filled_steps = await asyncio.gather(*(fill(step) for step in steps))
+        warnings = [note for _, note in sorted(notes, key=lambda item: item[0])]
+        known = response.metadata.warnings
+        warnings += [note for note in notes_of(spend.warnings) if note not in known]
+        return _with_inputs(
+            response, list(filled_steps), spend, warnings, deadline.elapsed_ms() - started_ms
+        )
+
+    async def one_step(
+        self, plan: PlanResponse, number: int, goal: str | None, request_id: str, deadline: Deadline
+    ) -> SpecializeResponse:
+        """The input of step `number` of `plan` (POST /plan/specialize); RequestRejected
+        `unknown_step` when the plan has no such step."""
+        by_id = {step.step: step for step in plan.plan}
+        step = by_id.get(number)
+        if step is None:
+            detail = f"the plan has no step {number} (its steps are {sorted(by_id)})"
+            raise RequestRejected(detail, code="unknown_step")
+        ids = earlier_of(plan.plan, number)
+        target = StepToFill(step, goal, [by_id[item] for item in sorted(ids)])
+        filled = await self.fill(target, deadline, Spend())
+        return SpecializeResponse(
+            plan_id=plan.plan_id,
+            step=number,
+            required_arm=step.required_arm,
+            input=filled.input,
+            source=filled.source,
+            model=filled.model,
+            request_id=request_id,
+            warnings=[] if filled.reason is None else [_by_rule_note(step, filled)],
+        )
 
     async def fill(
-        self,
-        target: StepToFill,
-        deadline: Deadline,
-        spend: Spend,
-        *,
-        budget: Budget | None = None,
-        slots: asyncio.Semaphore | None = None,
+        self, target: StepToFill, deadline: Deadline, spend: Spend, budget: Budget | None = None
     ) -> FilledInput:
         """The step's input within `deadline`: the model's when it gives a valid one, else the
-        rule's. `slots` bounds how many steps of one plan ask the model at once."""
-        llm = self._planner.llm
-        if llm is None:
-            return self.by_rule(target.step, None)
-        try:
-            async with asyncio.timeout(deadline.remaining()):
-                if slots is None:
-                    found = await self._ask(llm, target, deadline, spend, budget)
-                else:
-                    async with slots:
-                        found = await self._ask(llm, target, deadline, spend, budget)
-        except TimeoutError:
-            found = "deadline: the request deadline passed"
-        if isinstance(found, FilledInput):
-            self._count(found)
-            return found
-        return self.by_rule(target.step, found)
+        rule's."""
+        if self._models is None:
+            return self._counted(FilledInput(rule_input(target.step), "rule"))
+        max_llm_usd = budget.max_llm_usd if budget is not None else None
+        outcome = await self._models.ask(
+            self._question(target), deadline, spend, max_llm_usd=max_llm_usd
+        )
+        if isinstance(outcome, ModelAnswer):
+            return self._counted(FilledInput(outcome.value, "llm", outcome.model))
+        # An answer that broke the schema is an invalid input, not an invalid plan.
+        reason = "invalid_input" if outcome.reason == "invalid_plan" else outcome.reason
+        why = f"{reason}: {outcome.detail}"
+        if outcome.errors:
+            why += f": {'; '.join(outcome.errors)}"[:300]
+        return self._counted(FilledInput(rule_input(target.step), "rule", None, why))
 
-    async def _ask(
-        self,
-        llm: GuardedLLM,
-        target: StepToFill,
-        deadline: Deadline,
-        spend: Spend,
-        budget: Budget | None,
-    ) -> FilledInput | str:
-        """The model's valid input, or why there is none."""
+    def _question(self, target: StepToFill) -> Question[dict[str, Any]]:
         step = target.step
         schema = input_schema(step.required_arm)
-        answer_schema = AnswerSchema(f"{step.required_arm}_input", schema)
-        first = specialize_messages(step.required_arm, schema, target.goal, step, target.earlier)
-        chain = self._settings.model.chain
-        reason = "call_budget: no model call was possible"
-        calls_left = self._settings.retry.max_llm_calls
-        repaired = False
-        for index, model in enumerate(chain):
-            messages: list[Message] = first
-            retries = 0
-            while calls_left > 0:
-                models_after = sum(1 for later in chain[index + 1 :] if llm.may_call(later))
-                call_seconds = self._planner.budget.for_call(deadline.remaining(), models_after)
-                if call_seconds < _MIN_CALL_SECONDS:
-                    if models_after:
-                        break
-                    return "deadline: the request deadline passed"
-                # Set aside: the plan's other steps ask the model at the same time.
-                reserved = reserve_call(model, messages, spend, budget, self._settings)
-                if reserved is None:
-                    return "spend_budget: the next call would pass budget.max_llm_usd"
-                calls_left -= 1
-                try:
-                    completion = await llm.call(
-                        model,
-                        messages,
-                        deadline,
-                        spend,
-                        budget=call_seconds,
-                        min_call_seconds=_MIN_CALL_SECONDS,
-                        answer_schema=answer_schema,
-                    )
-                except CallSkipped as skip:
-                    reason = f"{skip.reason}: {model}"
-                    if skip.reason == "saturated":
-                        return reason
-                    break
-                except LLMError as error:
-                    log.info("input_call_failed", model=model, error=error.code, step=step.step)
-                    reason = f"llm_unavailable: {model}: {error.code}"
-                    if isinstance(error, LLMUnsupportedFormat):
-                        continue  # the client now asks this model without response_format
-                    retries += 1
-                    decision = self._planner.policy.decide(error, retries)
-                    if decision.next is Next.NEXT_MODEL or retries > 1:
-                        break
-                    if not await self._planner.policy.wait(decision.wait, deadline):
-                        return "deadline: the request deadline passed"
-                    continue
-                finally:
-                    spend.reserved -= reserved  # paid now (GuardedLLM added the cost), or never
-                try:
-                    value = self._read(completion, step, target.earlier_ids)
-                except (PlanParseError, InputInvalid) as problem:
-                    errors = list(getattr(problem, "errors", None) or [problem.detail])
-                    log.info("input_answer_rejected", model=model, step=step.step, errors=errors)
-                    if repaired:
-                        return f"invalid_input: {model}: {'; '.join(errors)[:300]}"
-                    repaired = True
-                    messages = specialize_repair(first, completion.content, errors)
-                    continue
-                return FilledInput(value, "llm", model)
-        return reason
-
-    def _read(self, completion: Completion, step: PlanStep, earlier: frozenset[int]) -> Any:
-        data, _ = extract_json(completion.content, truncated=completion.truncated)
         model = input_model(step.required_arm)
-        # A model that wraps the object ({"input": {...}}) said the right thing.
-        if (
-            isinstance(data, dict)
-            and set(data) == {"input"}
-            and isinstance(data["input"], dict)
-            and "input" not in model.model_fields
-        ):
-            data = data["input"]
-        return check_input(step.required_arm, data, earlier)
+        earlier = target.earlier_ids
+
+        def read(completion: Completion) -> dict[str, Any]:
+            data, _ = extract_json(completion.content, truncated=completion.truncated)
+            # A model that wraps the object ({"input": {...}}) said the right thing.
+            if (
+                isinstance(data, dict)
+                and set(data) == {"input"}
+                and isinstance(data["input"], dict)
+                and "input" not in model.model_fields
+            ):
+                data = data["input"]
+            return check_input(step.required_arm, data, earlier)
+
+        return Question(
+            specialize_messages(step.required_arm, schema, target.goal, step, target.earlier),
+            read,
+            repair=_input_repair,
+            answer_schema=AnswerSchema(f"{step.required_arm}_input", schema),
+        )
+
+    def _counted(self, filled: FilledInput) -> FilledInput:
+        self._metrics.child(self._metrics.specializations, filled.source).inc()
+        return filled
+
+
+def _by_rule_note(step: PlanStep, filled: FilledInput) -> PlanNote:
+    return PlanNote(code="input_by_rule", detail=f"step {step.step}: {filled.reason}"[:500])
+
+
+def _with_inputs(
+    response: PlanResponse,
+    steps: list[PlanStep],
+    spend: Spend,
+    warnings: list[PlanNote],
+    took_ms: float,
+) -> PlanResponse:
+    cost = response.estimated_cost
+    metadata = response.metadata
+    return response.model_copy(
+        update={
+            "plan": steps,
+            "estimated_cost": EstimatedCost(
+                llm_usd=round(spend.usd, 8),
+                prompt_tokens=cost.prompt_tokens + spend.prompt_tokens,
+                completion_tokens=cost.completion_tokens + spend.completion_tokens,
+            ),
+            "metadata": metadata.model_copy(
+                update={
+                    "attempts": metadata.attempts + spend.calls,
+                    "latency_ms": round(metadata.latency_ms + took_ms, 3),
+                    "warnings": [*metadata.warnings, *warnings],
+                }
+            ),
+        }
+    )

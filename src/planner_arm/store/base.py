@@ -22,7 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+import structlog
+
 from planner_arm.clock import Deadline
+from planner_arm.errors import StoreUnavailable
+from planner_arm.metrics import PlannerMetrics
 
 JSONObject = dict[str, Any]
 StoreKind = Literal["memory", "redis"]
@@ -103,3 +107,13 @@ class PlanStore(Protocol):
 
     async def close(self) -> None:
         """Release connections; the store is not used after this."""
+
+
+def note_store_failure(metrics: PlannerMetrics, operation: str, error: StoreUnavailable) -> None:
+    """A store operation that failed: the answer goes out without it, and the metric and the
+    log line say so."""
+    metrics.child(metrics.store_errors, operation).inc()
+    cause = error.__cause__
+    structlog.get_logger("planner_arm.store").warning(
+        "store_failed", operation=operation, error=error.detail, cause=str(cause or "")[:200]
+    )

@@ -1,5 +1,5 @@
 """Plans as streams: server-sent events (`Accept: text/event-stream`) or one JSON object a
-line (`Accept: application/x-ndjson`), with the events of planning/plan_stream.py.
+line (`Accept: application/x-ndjson`), with the events of `PlanStream`.
 
 The stream starts only once the first event is known: an error before any event (a bad
 budget, an Idempotency-Key conflict, a replan the request cannot have) is the endpoint's
@@ -17,10 +17,8 @@ from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
 from planner_arm.api.errors import planner_error_response
-from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import PlanResponse
-from planner_arm.planning.plan_stream import ERROR, PING, PlanStream, StreamEvent
-from planner_arm.planning.planner import PlannerArm
+from planner_arm.planning.stream import ERROR, PING, PlanStream, StreamEvent
 
 StreamFormat = Literal["sse", "ndjson"]
 SSE_TYPE = "text/event-stream"
@@ -53,21 +51,14 @@ def _frame(kind: StreamFormat, request: Request, event: StreamEvent) -> bytes:
 async def streamed_plan(
     request: Request,
     kind: StreamFormat,
-    planner: PlannerArm,
-    metrics: PlannerMetrics,
+    new_stream: Callable[[str, str], PlanStream],
     request_id: str,
     work: Callable[[PlanStream], Awaitable[PlanResponse]],
     ping_seconds: float = PING_SECONDS,
 ) -> Response:
-    """The streamed answer of `work` (a planning call that takes the stream as listener)."""
-    stream = PlanStream(
-        plan_id=uuid.uuid4().hex,
-        request_id=request_id,
-        arms=planner.resolver,
-        rules=planner.rules,
-        metrics=metrics,
-        clock=planner.clock,
-    )
+    """The streamed answer of `work` (a planning call that takes the stream as listener);
+    `new_stream(plan_id, request_id)` makes the stream's events."""
+    stream = new_stream(uuid.uuid4().hex, request_id)
     events = stream.events(work, ping_seconds)
     first = await anext(events)
     if first.name == ERROR and first.error is not None:

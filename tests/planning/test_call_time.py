@@ -1,12 +1,12 @@
-"""CallBudget: how long one model call may take within the request's deadline."""
+"""CallTime: how long one model call may take within the request's deadline."""
 
 from __future__ import annotations
 
 import pytest
 
-from planner_arm.planning.call_budget import CallBudget
+from planner_arm.planning.attempts import CallTime
 
-BUDGET = CallBudget(call_timeout=30.0, next_model_reserve=3.0, fallback_reserve=0.1)
+CALL_TIME = CallTime(call_timeout=30.0, next_model_reserve=3.0, fallback_reserve=0.1)
 
 
 @pytest.mark.parametrize(
@@ -22,11 +22,11 @@ BUDGET = CallBudget(call_timeout=30.0, next_model_reserve=3.0, fallback_reserve=
 def test_a_call_gets_its_timeout_less_what_is_kept_back(
     remaining: float, models_after: int, expected: float
 ) -> None:
-    assert BUDGET.for_call(remaining, models_after) == pytest.approx(expected)
+    assert CALL_TIME.for_call(remaining, models_after) == pytest.approx(expected)
 
 
 def test_a_wait_fits_only_if_the_call_after_it_still_has_time() -> None:
-    assert BUDGET.wait_fits(1.0, 10.0, 0, 0.05)
-    assert not BUDGET.wait_fits(60.0, 10.0, 0, 0.05)  # a long Retry-After
-    assert BUDGET.wait_fits(7.0, 10.0, 0, 0.05)
-    assert not BUDGET.wait_fits(7.0, 10.0, 1, 0.05)  # it would eat the next model's time
+    assert CALL_TIME.wait_fits(1.0, 10.0, 0)
+    assert not CALL_TIME.wait_fits(60.0, 10.0, 0)  # a long Retry-After
+    assert CALL_TIME.wait_fits(7.0, 10.0, 0)
+    assert not CALL_TIME.wait_fits(7.0, 10.0, 1)  # it would eat the next model's time

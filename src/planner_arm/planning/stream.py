@@ -31,7 +31,7 @@ from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanResponse, PlanStep
 from planner_arm.plan.validation import PlanRules
 
-log = structlog.get_logger("planner_arm.planning.plan_stream")
+log = structlog.get_logger("planner_arm.planning.stream")
 
 STARTED, STEP, RESET, PLAN, ERROR, PING = (
     "plan.started",

@@ -1,0 +1,129 @@
+"""What the endpoints get from the app, as `Annotated` dependency aliases: the state the
+lifespan built, and for a planning endpoint the plan service once the caller's key and our
+readiness are checked; plus the checks every planning POST shares (a JSON body, the
+Idempotency-Key header)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from email.message import Message
+from typing import Annotated, Any, Literal, TypedDict
+
+from fastapi import Depends, Request, Response
+from fastapi.routing import APIRoute
+
+from planner_arm.api.auth import check_api_key
+from planner_arm.api.openapi.responses import MAX_IDEMPOTENCY_KEY_CHARS
+from planner_arm.errors import InvalidIdempotencyKey, NotReady, UnsupportedMediaType
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.planning.service import PlanService
+from planner_arm.planning.wiring import Service
+
+
+@dataclass
+class Readiness:
+    """Whether the service takes new work: made with the app, ready once the lifespan has
+    built the service, stopping from the server's SIGTERM on."""
+
+    metrics: PlannerMetrics
+    # The planning endpoints' API keys, as bytes for constant-time comparison.
+    api_keys: list[bytes]
+    state: Literal["starting", "ready", "stopping"] = "starting"
+    started_at: float = field(default_factory=time.monotonic)
+
+    def ready(self) -> None:
+        self.state = "ready"
+        self.metrics.ready.set(1)
+
+    def begin_shutdown(self) -> None:
+        """From now on /ready says 503, so the orchestrator sends no new work."""
+        self.state = "stopping"
+        self.metrics.ready.set(0)
+
+
+class State(TypedDict):
+    """What the lifespan yields: every request's `request.state`."""
+
+    service: Service
+    readiness: Readiness
+
+
+def get_state(request: Request) -> State:
+    return State(service=request.state.service, readiness=request.state.readiness)
+
+
+def get_readiness(request: Request) -> Readiness:
+    """The app's readiness: there before the lifespan runs and after it ends."""
+    readiness: Readiness = request.app.state.readiness
+    return readiness
+
+
+def planning_service(request: Request) -> PlanService:
+    """The plan service, once the caller's key and our readiness are checked.
+
+    One dependency rather than several: FastAPI's dependency solving is a measurable part of
+    a request's own cost (benchmarks/load.py)."""
+    readiness = get_readiness(request)
+    check_api_key(request, readiness.api_keys)
+    if readiness.state == "stopping":
+        # Requests already admitted finish; a new one might outlast the drain and be cut off,
+        # so it is sent at once to try again, elsewhere or later.
+        raise NotReady("the service is shutting down", code="shutting_down")
+    if readiness.state == "starting":
+        raise NotReady("the planner is not ready")
+    service: Service = request.state.service
+    return service.plans
+
+
+StateDep = Annotated[State, Depends(get_state)]
+ReadinessDep = Annotated[Readiness, Depends(get_readiness)]
+PlanningDep = Annotated[PlanService, Depends(planning_service)]
+
+
+def _is_json(content_type: str) -> bool:
+    if content_type == "application/json":  # what nearly every caller sends
+        return True
+    message = Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+
+
+class JSONBodyRoute(APIRoute):
+    """A route whose body must be declared as JSON: anything else is a 415 that says so,
+    rather than a 422 about a string that is not an object."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def handle_json(request: Request) -> Response:
+            content_type = request.headers.get("content-type", "")
+            if not _is_json(content_type) and await request.body():
+                raise UnsupportedMediaType(
+                    "The body must be JSON, sent with content-type: application/json "
+                    f"(this one was {'sent as ' + content_type if content_type else 'untyped'})."
+                )
+            return await handle(request)
+
+        return handle_json
+
+
+_PRINTABLE = re.compile(r"[\x20-\x7e]+")
+
+
+def idempotency_key(request: Request) -> str | None:
+    """The Idempotency-Key header, checked; None when the request has none."""
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        return None
+    if len(key) > MAX_IDEMPOTENCY_KEY_CHARS or not _PRINTABLE.fullmatch(key):
+        raise InvalidIdempotencyKey(
+            "The Idempotency-Key header must be 1 to "
+            f"{MAX_IDEMPOTENCY_KEY_CHARS} printable ASCII characters."
+        )
+    return key

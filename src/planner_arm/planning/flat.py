@@ -1,0 +1,131 @@
+"""The flat strategy: the goal as one list of 3-7 steps, from the model or by rule.
+
+prompt -> the attempt loop (retries, repair prompts, the model chain) -> the answer reader
+(parse, normalise, validate, the caller's budget, prohibitions checked by the last step) ->
+else the rule-based plan. The contract: a valid plan within the request deadline whatever the
+model does, or, only when the fallback is switched off, `PlanningFailed`; a caller's budget
+that no plan fits is `BudgetExceeded`. An answer over budget earns a repair prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from planner_arm.clock import Deadline
+from planner_arm.llm.client import Completion
+from planner_arm.llm.prompts import PROMPT_VERSION, initial_messages, user_prompt
+from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.budget import check_answer_budget, describe_budget
+from planner_arm.plan.draft import DraftPlan
+from planner_arm.plan.plan_quality import QualityProblem, checked_prohibitions, quality_problems
+from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.plan.spend import Spend
+from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
+from planner_arm.planning.attempts import AnswerPath, PlanListener, Question, Sourced
+from planner_arm.planning.budget_fit import RuleBasedPlanner
+
+PlanAnswer = tuple[DraftPlan, ValidPlan]
+
+
+class FlatPlanner:
+    def __init__(
+        self,
+        path: AnswerPath,
+        rule_based: RuleBasedPlanner,
+        *,
+        rules: PlanRules,
+        resolver: ArmResolver,
+        system_prompt: str,
+        example_texts: Sequence[str],
+    ) -> None:
+        self._path = path
+        self._rule_based = rule_based
+        self._rules = rules
+        self._resolver = resolver
+        self._system_prompt = system_prompt
+        self._example_texts = example_texts
+
+    async def plan(
+        self,
+        request: PlanRequest,
+        request_id: str,
+        deadline: Deadline,
+        listener: PlanListener | None = None,
+    ) -> PlanResponse:
+        """A plan for `request`; `listener` watches the model's answers being written, and
+        names the plan (a streamed answer announced its plan_id before the plan existed)."""
+        self._rule_based.refuse_impossible(request.budget)
+        spend = Spend()
+        budget = request.budget
+        answer = await self._path.answer(
+            self.question(request),
+            lambda: self._rule_based.plan(request, request.budget),
+            deadline,
+            spend,
+            max_llm_usd=budget.max_llm_usd if budget is not None else None,
+            listener=listener,
+        )
+        confidence = self._rule_based.confidence
+        response = respond(answer, request, request_id, spend, deadline, PROMPT_VERSION, confidence)
+        if listener is not None:
+            response = response.model_copy(update={"plan_id": listener.plan_id})
+        return response
+
+    def question(self, request: PlanRequest) -> Question[PlanAnswer]:
+        """The /plan request as the model is asked it, and how its answer is read."""
+        user = user_prompt(
+            request.goal, request.constraints, request.context, describe_budget(request.budget)
+        )
+
+        def read(completion: Completion) -> PlanAnswer:
+            draft, valid = read_plan_answer(
+                completion.content,
+                completion.truncated,
+                self._resolver,
+                lambda draft: validate_plan(draft, self._rules),
+            )
+            check_answer_budget(valid.steps, request.budget)  # over budget: a repair prompt
+            # A prohibition no step mentions is checked by the last step: mended here, free.
+            steps, checked = checked_prohibitions(valid.steps, request.constraints)
+            return draft, ValidPlan(steps=steps, repairs=[*valid.repairs, *checked])
+
+        def quality(answer: PlanAnswer) -> list[QualityProblem]:
+            return quality_problems(answer[1].steps, request.constraints, self._example_texts)
+
+        return Question(
+            initial_messages(self._system_prompt, user), read, quality=quality, noted=_noted
+        )
+
+
+def _noted(answer: PlanAnswer, problems: list[QualityProblem]) -> PlanAnswer:
+    """A usable plan kept with its quality problems as warnings."""
+    draft, valid = answer
+    warnings = [*draft.warnings, *(f"{p.code}: {p.message}" for p in problems)]
+    return replace(draft, warnings=warnings), valid
+
+
+def respond(
+    answer: Sourced[PlanAnswer],
+    request: PlanRequest,
+    request_id: str,
+    spend: Spend,
+    deadline: Deadline,
+    prompt_version: str,
+    fallback_confidence: float,
+) -> PlanResponse:
+    """The answer of a strategy: the plan, who wrote it, what it cost and took."""
+    draft, valid = answer.value
+    return assemble_response(
+        draft=draft,
+        valid=valid,
+        goal=request.goal,
+        source=answer.source,
+        model=answer.model,
+        spend=spend,
+        request_id=request_id,
+        latency_ms=deadline.elapsed_ms(),
+        prompt_version=prompt_version,
+        fixed_confidence=None if answer.model is not None else fallback_confidence,
+    )

@@ -1,0 +1,321 @@
+"""The plan service: what every planning endpoint (and the CLI in this process) calls.
+
+One request's journey: the request deadline is built here, once, and passed down; an
+Idempotency-Key is claimed (the same key and body are answered once); /plan goes through the
+cache and single flight to its strategy (flat, hierarchical, iterative), then stage 2 when it
+asks for inputs; /replan, /plan/expand and /plan/specialize start from the plan sent, or the
+one stored under `plan_id`; every answer is recorded once and stored for GET /plan/{id}.
+A failing store never costs a plan: writes fail soft (logged, counted, and a warning in the
+answer), reads that have no other source answer 503 `store_unavailable`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from planner_arm.clock import Clock, Deadline
+from planner_arm.errors import PlanningFailed, PlanNotFound, StoreUnavailable
+from planner_arm.llm.prompts import PROMPT_VERSION
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.pipeline.assembly import validated_response, with_warning
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.edited import check_edited_plan
+from planner_arm.plan.expand_schemas import ExpandRequest
+from planner_arm.plan.replan_schemas import ReplanRequest
+from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.plan.specialize_schemas import SpecializeRequest, SpecializeResponse
+from planner_arm.plan.validate_schemas import ValidateRequest, ValidateResponse, ValidationProblem
+from planner_arm.plan.validation import PlanRules
+from planner_arm.planning.attempts import PlanListener
+from planner_arm.planning.cache import CachingPlanner
+from planner_arm.planning.expand import Expander
+from planner_arm.planning.idempotency import Idempotency
+from planner_arm.planning.recorder import PlanRecorder
+from planner_arm.planning.replan import Replanner
+from planner_arm.planning.specialize import Specializer
+from planner_arm.planning.stream import PlanStream
+from planner_arm.store.base import PlanStore, note_store_failure
+
+
+class Strategy(Protocol):
+    """Who makes a plan for a /plan request: flat, hierarchical or iterative."""
+
+    async def plan(
+        self,
+        request: PlanRequest,
+        request_id: str,
+        deadline: Deadline,
+        listener: PlanListener | None = None,
+    ) -> PlanResponse: ...
+
+
+class Strategies:
+    """How deep a plan goes: the request's `strategy` picks who plans it; stage 2 then fills
+    each step's input when the request asks for it, within the same deadline. Whatever the
+    strategy, the answer names it, so a stored plan says how it was made."""
+
+    def __init__(
+        self,
+        flat: Strategy,
+        hierarchical: Strategy,
+        iterative: Strategy,
+        specializer: Specializer,
+    ) -> None:
+        self._by_name = {"flat": flat, "hierarchical": hierarchical, "iterative": iterative}
+        self._specializer = specializer
+
+    async def __call__(
+        self,
+        request: PlanRequest,
+        request_id: str,
+        deadline: Deadline,
+        listener: PlanListener | None,
+    ) -> PlanResponse:
+        strategy = self._by_name[request.strategy]
+        response = await strategy.plan(request, request_id, deadline, listener)
+        if request.specialize:
+            response = await self._specializer.specialize(
+                response, request.goal, deadline, request.budget
+            )
+        return response
+
+
+class PlanService:
+    def __init__(
+        self,
+        *,
+        plans: CachingPlanner,
+        replanner: Replanner,
+        expander: Expander,
+        specializer: Specializer,
+        store: PlanStore,
+        idempotency: Idempotency,
+        recorder: PlanRecorder,
+        rules: PlanRules,
+        resolver: ArmResolver,
+        metrics: PlannerMetrics,
+        clock: Clock,
+        timeout_seconds: float,
+    ) -> None:
+        self._plans = plans
+        self._replanner = replanner
+        self._expander = expander
+        self._specializer = specializer
+        self._store = store
+        self._idempotency = idempotency
+        self._recorder = recorder
+        self._rules = rules
+        self._resolver = resolver
+        self._metrics = metrics
+        self._clock = clock
+        self._timeout = timeout_seconds
+
+    @property
+    def store_kind(self) -> str:
+        return self._store.kind
+
+    def stream(self, plan_id: str, request_id: str) -> PlanStream:
+        """The events of one streamed answer, checked with this service's arms and rules."""
+        return PlanStream(
+            plan_id=plan_id,
+            request_id=request_id,
+            arms=self._resolver,
+            rules=self._rules,
+            metrics=self._metrics,
+            clock=self._clock,
+        )
+
+    def _deadline(self) -> Deadline:
+        return Deadline(self._timeout, self._clock)
+
+    async def plan(
+        self,
+        request: PlanRequest,
+        request_id: str,
+        *,
+        use_cache: bool,
+        idempotency_key: str | None = None,
+        listener: PlanListener | None = None,
+    ) -> PlanResponse:
+        deadline = self._deadline()
+
+        async def run() -> PlanResponse:
+            response = await self._recorded(
+                request,
+                deadline,
+                lambda: self._plans.plan(
+                    request, request_id, deadline, use_cache=use_cache, listener=listener
+                ),
+            )
+            return await self._stored(response, request)
+
+        return await self._idempotency.run("plan", idempotency_key, request, run, request_id)
+
+    async def replan(
+        self, request: ReplanRequest, request_id: str, *, idempotency_key: str | None = None
+    ) -> PlanResponse:
+        deadline = self._deadline()
+
+        async def revised() -> PlanResponse:
+            previous, replan_count = await self._replan_base(request)
+            # Refuse a bad request (unknown steps, the replan limit) before any model call.
+            self._replanner.scope(request, previous, replan_count)
+            response = await self._replanner.replan(
+                request, previous, request_id, deadline, replan_count=replan_count
+            )
+            self._metrics.child(self._metrics.replans, response.metadata.source).inc()
+            if request.specialize:  # kept steps keep a valid input, the others get one
+                response = await self._specializer.specialize(
+                    response, request.goal, deadline, request.budget
+                )
+            return response
+
+        async def run() -> PlanResponse:
+            response = await self._recorded(request, deadline, revised)
+            return await self._stored(response, request)
+
+        return await self._idempotency.run("replan", idempotency_key, request, run, request_id)
+
+    async def expand(
+        self, request: ExpandRequest, request_id: str, *, idempotency_key: str | None = None
+    ) -> PlanResponse:
+        """One step replaced by its sub-plan: a new version of the plan, stored."""
+        deadline = self._deadline()
+
+        async def expanded() -> PlanResponse:
+            previous, _ = await self._previous(request.previous, request.plan_id)
+            self._expander.check(request, previous)  # refuse a bad request before any call
+            response = await self._expander.expand(request, previous, request_id, deadline)
+            # A plan with inputs keeps them whole: the new steps get one, and the inputs
+            # that read the replaced step's output are made again (`input_replaced`).
+            if request.specialize or any(step.input is not None for step in previous.plan):
+                response = await self._specializer.specialize(
+                    response, request.goal, deadline, request.budget
+                )
+            return response
+
+        async def run() -> PlanResponse:
+            response = await self._recorded(request, deadline, expanded)
+            return await self._stored(response, request)
+
+        return await self._idempotency.run("expand", idempotency_key, request, run, request_id)
+
+    async def specialize(self, body: SpecializeRequest, request_id: str) -> SpecializeResponse:
+        """One step's input (POST /plan/specialize), of the plan sent or the one stored."""
+        deadline = self._deadline()
+        plan, record = await self._previous(body.previous, body.plan_id)
+        goal = body.goal
+        if goal is None and record is not None:
+            goal = (record.get("request") or {}).get("goal")
+        return await self._specializer.one_step(plan, body.step, goal, request_id, deadline)
+
+    async def get(self, plan_id: str) -> PlanResponse:
+        record = await self._read(plan_id)
+        if record is None:
+            raise PlanNotFound(f"No plan with id {plan_id!r} is stored (or it has expired).")
+        return PlanResponse.model_validate(record["response"])
+
+    def validate(self, body: ValidateRequest, request_id: str) -> ValidateResponse:
+        answer = validate_edited(body, self._rules, self._resolver, request_id)
+        outcome = "valid" if answer.valid else "invalid"
+        self._metrics.child(self._metrics.validations, outcome).inc()
+        return answer
+
+    async def _recorded(
+        self,
+        request: PlanRequest,
+        deadline: Deadline,
+        work: Callable[[], Awaitable[PlanResponse]],
+    ) -> PlanResponse:
+        """`work()`'s answer, recorded once: planned, repeated (a cache hit or a follower of a
+        shared run carries `cached_plan_id`), or failed."""
+        try:
+            response = await work()
+        except PlanningFailed:
+            self._recorder.failed(deadline.elapsed_ms())
+            raise
+        repeat = response.metadata.cached_plan_id is not None
+        self._recorder.planned(response, request, repeat=repeat)
+        return response
+
+    async def _previous(
+        self, sent: PlanResponse | None, plan_id: str | None
+    ) -> tuple[PlanResponse, dict[str, Any] | None]:
+        """The plan a follow-up request starts from: the one sent, or the one stored under
+        `plan_id` (the request models take exactly one of the two), with its stored record."""
+        if sent is not None:
+            return sent, None
+        assert plan_id is not None  # the request model requires one of the two
+        record = await self._read(plan_id)
+        if record is None:
+            raise PlanNotFound(
+                f"No plan with id {plan_id!r} is stored (or it has expired); "
+                "send the whole plan as `previous` instead."
+            )
+        return PlanResponse.model_validate(record["response"]), record
+
+    async def _replan_base(self, request: ReplanRequest) -> tuple[PlanResponse, int | None]:
+        """The plan to revise, and the replans of its chain as this service counted them.
+
+        A plan this service stored is read from the store, so a caller cannot reset the
+        count by editing `replan_count` in the plan it sends back."""
+        previous, record = await self._previous(request.previous, request.plan_id)
+        if record is not None:
+            return previous, previous.replan_count
+        return previous, await self._counted_replans(previous)
+
+    async def _counted_replans(self, previous: PlanResponse) -> int | None:
+        """The replans of `previous`'s chain as stored: its own record, else its parent's plus
+        one, so neither an edited count nor a made-up plan_id resets the limit. None when the
+        store knows neither (the plan came from elsewhere, or the store is down)."""
+        try:
+            own = await self._store.get_plan(previous.plan_id)
+            if own is not None:
+                return PlanResponse.model_validate(own["response"]).replan_count
+            if previous.parent_plan_id is None:
+                return None
+            parent = await self._store.get_plan(previous.parent_plan_id)
+        except StoreUnavailable as error:
+            note_store_failure(self._metrics, "get_plan", error)
+            return None
+        if parent is None:
+            return None
+        return PlanResponse.model_validate(parent["response"]).replan_count + 1
+
+    async def _read(self, plan_id: str) -> dict[str, Any] | None:
+        try:
+            return await self._store.get_plan(plan_id)
+        except StoreUnavailable as error:
+            note_store_failure(self._metrics, "get_plan", error)
+            raise
+
+    async def _stored(self, response: PlanResponse, request: PlanRequest) -> PlanResponse:
+        """`response`, stored for GET /plan/{id}; when the store fails, the answer says so."""
+        record = {
+            "response": response.model_dump(mode="json"),
+            "request": request.model_dump(mode="json", exclude={"previous"}),
+        }
+        try:
+            await self._store.put_plan(response.plan_id, record)
+        except StoreUnavailable as error:
+            note_store_failure(self._metrics, "put_plan", error)
+            detail = f"the plan store is unavailable ({error.detail})"
+            return with_warning(response, "plan_not_stored", detail)
+        return response
+
+
+def validate_edited(
+    body: ValidateRequest, rules: PlanRules, resolver: ArmResolver, request_id: str
+) -> ValidateResponse:
+    """POST /plan/validate's answer: every problem, or the plan as /plan would answer it."""
+    check = check_edited_plan(body.plan, rules, resolver, fix=body.fix)
+    plan = None
+    if check.valid:
+        plan = validated_response(check, request_id=request_id, prompt_version=PROMPT_VERSION)
+    return ValidateResponse(
+        valid=check.valid,
+        errors=[ValidationProblem(**error.as_dict()) for error in check.errors],
+        warnings=check.warnings,
+        plan=plan,
+    )

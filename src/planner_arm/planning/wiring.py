@@ -1,0 +1,257 @@
+"""The composition root: the one place where the service's object graph is built.
+
+`build_service(settings)` makes every collaborator from the settings (the model client and its
+guard, the attempt loop, the rule-based planner, the strategies, the cache, the store,
+idempotency, the recorder) and hands each what it uses through its constructor. The app's
+lifespan and every command of the CLI call it, so a plan made in-process is made by the very
+objects the HTTP service uses.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from importlib.metadata import version as package_version
+from typing import Literal
+
+import httpx
+
+from planner_arm.clock import Clock
+from planner_arm.config import Settings
+from planner_arm.llm.client import LLMClient
+from planner_arm.llm.guarded import GuardedLLM
+from planner_arm.llm.prompts import PROMPT_VERSION, example_texts, system_prompt
+from planner_arm.llm.retry import RetryPolicy
+from planner_arm.metrics import PlannerMetrics
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.validation import PlanRules
+from planner_arm.planning.attempts import (
+    AnswerPath,
+    CallTime,
+    FallbackGate,
+    ModelChain,
+    ModelHealth,
+)
+from planner_arm.planning.budget_fit import RuleBasedPlanner
+from planner_arm.planning.cache import CachingPlanner, settings_fingerprint
+from planner_arm.planning.expand import Expander, SubPlanner
+from planner_arm.planning.flat import FlatPlanner
+from planner_arm.planning.hierarchical import HierarchicalPlanner
+from planner_arm.planning.idempotency import Idempotency
+from planner_arm.planning.iterative import IterativePlanner
+from planner_arm.planning.recorder import PlanRecorder, TrafficStats
+from planner_arm.planning.replan import Replanner
+from planner_arm.planning.service import PlanService, Strategies
+from planner_arm.planning.specialize import Specializer
+from planner_arm.store.base import PlanStore
+from planner_arm.store.memory import MemoryStore
+
+
+@dataclass
+class Service:
+    """The built object graph of one process: what the API and the CLI use, and what its
+    lifespan closes. The parts are named so a test can reach the one it exercises."""
+
+    settings: Settings
+    metrics: PlannerMetrics
+    clock: Clock
+    stats: TrafficStats
+    store: PlanStore
+    plans: PlanService
+    flat: FlatPlanner
+    hierarchical: HierarchicalPlanner
+    replanner: Replanner
+    specializer: Specializer
+    rule_based: RuleBasedPlanner
+    llm: LLMClient | None = None
+    models: ModelChain | None = None
+    closed: bool = field(default=False, init=False)
+
+    def model_health(self) -> ModelHealth:
+        """Each model's circuit now; empty when no model is configured."""
+        return self.models.health() if self.models is not None else ModelHealth({})
+
+    def llm_status(self) -> Literal["configured", "degraded", "disabled"]:
+        if self.models is None:
+            return "disabled"
+        return "degraded" if self.model_health().degraded else "configured"
+
+    async def store_status(self) -> Literal["memory", "redis", "degraded"]:
+        """The store's kind, or `degraded` when it does not answer now (plans still go out)."""
+        return self.store.kind if await self.store.healthy() else "degraded"
+
+    async def aclose(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.llm is not None:
+            await self.llm.aclose()
+        await self.store.close()
+
+
+def service_version() -> str:
+    return package_version("planner-arm")
+
+
+def service_metrics(settings: Settings, version: str) -> PlannerMetrics:
+    """The process's metrics registry (the app builds it first: its middleware counts every
+    request, the ones answered before the lifespan's service exists included)."""
+    return PlannerMetrics(
+        version, PROMPT_VERSION, longest_seconds=settings.planning.timeout_seconds
+    )
+
+
+def build_store(settings: Settings, clock: Clock) -> PlanStore:
+    """The store the settings ask for: Redis when `store.url` is set, else memory. Nothing
+    connects until the first command."""
+    config = settings.store
+    if config.url is None:
+        return MemoryStore(
+            ttl_seconds=config.ttl_seconds, max_entries=config.max_entries, clock=clock
+        )
+    # Imported here: a process without Redis configured never loads the client library.
+    from planner_arm.store.redis_backend import RedisStore, redis_client
+
+    client = redis_client(config.url.get_secret_value().strip(), config.socket_timeout_seconds)
+    return RedisStore(
+        client,
+        clock=clock,
+        ttl_seconds=config.ttl_seconds,
+        key_prefix=config.key_prefix,
+        poll_interval_seconds=config.poll_interval_seconds,
+        # One command and one reconnect, each within the socket timeout.
+        operation_timeout_seconds=2 * config.socket_timeout_seconds,
+    )
+
+
+def _model_chain(
+    settings: Settings,
+    llm: LLMClient,
+    metrics: PlannerMetrics,
+    clock: Clock,
+    rng: random.Random,
+) -> ModelChain:
+    retry = settings.retry
+    return ModelChain(
+        GuardedLLM(llm, settings, metrics, clock),
+        models=settings.model.chain,
+        retry=retry,
+        call_time=CallTime(
+            call_timeout=settings.model.call_timeout_seconds,
+            next_model_reserve=retry.next_model_reserve_seconds,
+            fallback_reserve=retry.fallback_reserve_seconds,
+        ),
+        policy=RetryPolicy(retry, clock, rng),
+        pricing=settings.pricing,
+        max_tokens=settings.model.max_tokens,
+        metrics=metrics,
+    )
+
+
+def build_service(
+    settings: Settings,
+    *,
+    metrics: PlannerMetrics | None = None,
+    http_client: httpx.AsyncClient | None = None,
+    clock: Clock | None = None,
+    rng: random.Random | None = None,
+) -> Service:
+    """The whole object graph for `settings`. `http_client`, `clock` and `rng` are for tests:
+    a client whose calls respx can see, a fake clock, a seeded source of backoff jitter."""
+    metrics = metrics or service_metrics(settings, service_version())
+    clock = clock or Clock()
+    rng = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
+    llm = LLMClient(settings, http_client) if settings.llm_enabled else None
+    models = _model_chain(settings, llm, metrics, clock, rng) if llm is not None else None
+    path = AnswerPath(models, FallbackGate(settings.fallback.enabled, metrics))
+    rules = PlanRules.from_settings(settings)
+    resolver = ArmResolver(settings.arms, settings.arm_aliases)
+    rule_based = RuleBasedPlanner(settings.planning, resolver, rules, settings.fallback.confidence)
+    prompt = system_prompt(settings.arms, settings.planning)
+    flat = FlatPlanner(
+        path,
+        rule_based,
+        rules=rules,
+        resolver=resolver,
+        system_prompt=prompt,
+        example_texts=example_texts(),
+    )
+    subplans = SubPlanner(path, rules=rules, resolver=resolver, system_prompt=prompt)
+    hierarchical = HierarchicalPlanner(
+        path,
+        rule_based,
+        subplans,
+        rules=rules,
+        resolver=resolver,
+        system_prompt=prompt,
+        concurrency=settings.expansion.concurrency,
+        max_plan_steps=settings.expansion.max_plan_steps,
+        metrics=metrics,
+    )
+    specializer = Specializer(
+        models, max_concurrency=settings.specialize.max_concurrency, metrics=metrics
+    )
+    store = build_store(settings, clock)
+    strategies = Strategies(
+        flat,
+        hierarchical,
+        IterativePlanner(flat, settings.planning.iterative_stage_steps),
+        specializer,
+    )
+    # With Redis every replica answers from one cache; in memory the cache's own LRU is
+    # faster than a round trip through the store's JSON records.
+    shared = store if store.kind == "redis" else None
+    plans = CachingPlanner(
+        strategies, settings.cache, settings_fingerprint(settings), metrics, clock, shared
+    )
+    replanner = Replanner(
+        path,
+        rule_based,
+        rules=rules,
+        resolver=resolver,
+        system_prompt=prompt,
+        planning=settings.planning,
+    )
+    expander = Expander(
+        subplans,
+        rules=rules,
+        max_plan_steps=settings.expansion.max_plan_steps,
+        fallback_confidence=settings.fallback.confidence,
+        metrics=metrics,
+    )
+    stats = TrafficStats()
+    service = PlanService(
+        plans=plans,
+        replanner=replanner,
+        expander=expander,
+        specializer=specializer,
+        store=store,
+        idempotency=Idempotency(
+            store,
+            record_ttl=settings.store.ttl_seconds,
+            timeout=settings.planning.timeout_seconds,
+            metrics=metrics,
+            clock=clock,
+        ),
+        recorder=PlanRecorder(metrics, stats),
+        rules=rules,
+        resolver=resolver,
+        metrics=metrics,
+        clock=clock,
+        timeout_seconds=settings.planning.timeout_seconds,
+    )
+    return Service(
+        settings=settings,
+        metrics=metrics,
+        clock=clock,
+        stats=stats,
+        store=store,
+        plans=service,
+        flat=flat,
+        hierarchical=hierarchical,
+        replanner=replanner,
+        specializer=specializer,
+        rule_based=rule_based,
+        llm=llm,
+        models=models,
+    )
