@@ -631,7 +631,15 @@ def throughput_phase(options: Options, servers: Servers) -> Throughput:
         served += n if target.name == "service" else 0
 
     print()
-    by_target = {name: [r for r in results if r.target == name] for name in servers.targets}
+    medians = show_medians(results, list(servers.targets))
+    ratio = show_adjacent_ratios(results, medians)
+    show_doubts(ceiling, results, medians)
+    return Throughput(ratio, served, failures)
+
+
+def show_medians(results: list[RoundResult], names: list[str]) -> dict[str, float]:
+    """Each target's median figures over its rounds; returns the median req/s by target."""
+    by_target = {name: [r for r in results if r.target == name] for name in names}
     medians = {name: statistics.median(r.rps for r in rs) for name, rs in by_target.items()}
     for name, rounds in by_target.items():
         print(
@@ -641,6 +649,11 @@ def throughput_phase(options: Options, servers: Servers) -> Throughput:
             f"CPU {statistics.median(r.cpu_ms_per_request for r in rounds):5.2f} ms/req   "
             f"({len(rounds)} rounds)"
         )
+    return medians
+
+
+def show_adjacent_ratios(results: list[RoundResult], medians: dict[str, float]) -> float:
+    """The service/floor throughput ratio: the median of the ratios of adjacent rounds."""
     # Each service round against each floor round next to it, so drift hits both sides.
     pairs = [(a, b) if a.target == "service" else (b, a) for a, b in itertools.pairwise(results)]
     ratios = [s.rps / f.rps for s, f in pairs]
@@ -655,6 +668,13 @@ def throughput_phase(options: Options, servers: Servers) -> Throughput:
         f"  floor/service CPU per request {statistics.median(cpu_ratios):.3f} (median of "
         "adjacent rounds): the same comparison by CPU time, blind to time spent waiting for a CPU"
     )
+    return ratio
+
+
+def show_doubts(
+    ceiling: RoundResult, results: list[RoundResult], medians: dict[str, float]
+) -> None:
+    """Notes on what may have limited the figures: the driver, or a busy machine."""
     if ceiling.rps < 2 * max(medians.values()):
         print(
             "  NOTE: the driver -> stub ceiling is under twice the targets' rate: the driver "
@@ -667,7 +687,6 @@ def throughput_phase(options: Options, servers: Servers) -> Throughput:
             f"{BUSY_TARGET_CPU_PERCENT}% of a core, so something else took CPU (load average "
             f"now {os.getloadavg()[0]:.1f}); the CPU-per-request ratio is the steadier figure"
         )
-    return Throughput(ratio, served, failures)
 
 
 @dataclass

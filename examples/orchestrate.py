@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.live import Live
@@ -63,47 +64,80 @@ def default_fail_step(plan: PlanResponse) -> int:
     return stages[1][0] if len(stages) > 1 else stages[0][0]
 
 
+@dataclass
+class Progress:
+    """The plan being run, what each step reported so far, and the line under the table."""
+
+    plan: PlanResponse
+    states: dict[int, dict[str, str]]
+    note: str
+    live: Live
+
+    def show(self) -> None:
+        self.live.update(progress_table(self.plan, self.states, self.note), refresh=True)
+
+
+def ready_steps(plan: PlanResponse, states: Mapping[int, dict[str, str]]) -> list[PlanStep]:
+    """The steps not yet completed whose dependencies all are, stage by stage."""
+
+    def completed(number: int) -> bool:
+        return states.get(number, {}).get("status") == "completed"
+
+    return [
+        step
+        for stage in plan.parallel_stages
+        for step in plan.plan
+        if step.step in stage
+        and not completed(step.step)
+        and all(completed(dep) for dep in step.depends_on)
+    ]
+
+
+def run_ready(
+    ready: list[PlanStep], progress: Progress, to_fail: int | None, pause: float
+) -> PlanStep | None:
+    """Runs the ready steps in turn (a real orchestrator runs them at once) until one fails;
+    returns the failed step."""
+    for step in ready:
+        progress.states[step.step] = {"status": "running"}
+        progress.show()
+        fail = step.step == to_fail
+        progress.states[step.step] = simulate(step, fail, pause)
+        progress.show()
+        if fail:
+            return step
+    return None
+
+
+def replan_after(client: PlannerClient, goal: str, progress: Progress, failure: PlanStep) -> None:
+    """Asks for a revised plan; the finished steps it keeps keep their states."""
+    states = progress.states
+    plan = client.replan(
+        goal,
+        plan_id=progress.plan.plan_id,
+        step_states=states,
+        reason=f"step {failure.step} failed: {states[failure.step]['error']}",
+    )
+    kept = plan.diff.kept if plan.diff else []
+    added = plan.diff.added if plan.diff else []
+    progress.plan = plan
+    progress.states = {number: states[number] for number in kept if number in states}
+    progress.note = f"replanned after step {failure.step} failed: kept {kept}, added {added}"
+    progress.show()
+
+
 def run(client: PlannerClient, goal: str, fail_step: int | None, pause: float, out: Console) -> int:
     plan = client.plan(goal, idempotency_key=f"orchestrate-{uuid.uuid4().hex}")
-    states: dict[int, dict[str, str]] = {}
-    to_fail = fail_step if fail_step is not None else default_fail_step(plan)
-    failed_once = False
+    to_fail: int | None = fail_step if fail_step is not None else default_fail_step(plan)
     note = f"planned {len(plan.plan)} steps; step {to_fail} will fail once"
-    with Live(progress_table(plan, states, note), console=out, auto_refresh=False) as live:
-        while True:
-            ready = [
-                step
-                for stage in plan.parallel_stages
-                for step in plan.plan
-                if step.step in stage
-                and states.get(step.step, {}).get("status") != "completed"
-                and all(states.get(dep, {}).get("status") == "completed" for dep in step.depends_on)
-            ]
-            if not ready:
-                break
-            failure = None
-            for step in ready:  # one stage's ready steps (a real orchestrator runs them at once)
-                states[step.step] = {"status": "running"}
-                live.update(progress_table(plan, states, note), refresh=True)
-                fail = step.step == to_fail and not failed_once
-                states[step.step] = simulate(step, fail, pause)
-                live.update(progress_table(plan, states, note), refresh=True)
-                if fail:
-                    failure = step
-                    failed_once = True
-                    break
+    with Live(progress_table(plan, {}, note), console=out, auto_refresh=False) as live:
+        progress = Progress(plan, {}, note, live)
+        while ready := ready_steps(progress.plan, progress.states):
+            failure = run_ready(ready, progress, to_fail, pause)
             if failure is not None:
-                plan = client.replan(
-                    goal,
-                    plan_id=plan.plan_id,
-                    step_states=states,
-                    reason=f"step {failure.step} failed: {states[failure.step]['error']}",
-                )
-                kept = plan.diff.kept if plan.diff else []
-                added = plan.diff.added if plan.diff else []
-                states = {number: states[number] for number in kept if number in states}
-                note = f"replanned after step {failure.step} failed: kept {kept}, added {added}"
-                live.update(progress_table(plan, states, note), refresh=True)
+                to_fail = None  # the chosen step fails once only
+                replan_after(client, goal, progress, failure)
+    plan, states = progress.plan, progress.states
     done = sum(1 for state in states.values() if state.get("status") == "completed")
     out.line()  # off a terminal the live table's last line is left open
     out.print(f"done: {done} of {len(plan.plan)} steps completed, plan version {plan.version}")

@@ -1,4 +1,5 @@
-"""The package's layering, read from the source: who may import whom, no cycles, small modules.
+"""The package's layering, read from the source: who may import whom, no cycles, small modules
+and functions simple enough to follow (cyclomatic complexity as radon counts it).
 
 Data flows one way: api -> planning -> (pipeline, llm, store) -> plan -> the shared modules.
 A module that imports against that flow, or FastAPI below api/, fails here with its name.
@@ -7,10 +8,13 @@ A module that imports against that flow, or FastAPI below api/, fails here with 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator, Sequence
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
+from radon.complexity import cc_visit
+from radon.visitors import Class, Function
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "planner_arm"
 SHARED = {"config", "config_sections", "errors", "metrics", "logging", "defaults", "clock"}
@@ -24,7 +28,18 @@ ALLOWED: dict[str, set[str]] = {
     "plan": {"config", "config_sections", "errors", "defaults"},
     "client": {"plan", "errors", "config", "config_sections", "defaults"},
 }
-MAX_MODULE_LINES = 350
+MAX_MODULE_LINES = 600
+# Radon's default count: one, plus one per branch, loop, except, boolean operator,
+# comprehension clause and assert. Above this a function no longer fits in a reader's head.
+MAX_COMPLEXITY = 15
+# Known exceptions, allowed over MAX_COMPLEXITY only until they are rewritten. An entry fails
+# the test once its function is within the limit (or gone), so the list only ever shrinks.
+KNOWN_COMPLEX = frozenset(
+    {
+        "AttemptLoop._ask_models",  # planning/attempts.py
+        "InputFiller._ask",  # planning/specialize.py
+    }
+)
 
 
 def _modules() -> dict[str, Path]:
@@ -122,3 +137,32 @@ def test_no_module_is_longer_than_the_limit() -> None:
         if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+def _functions(blocks: Sequence[Function | Class], outer: str = "") -> Iterator[tuple[str, int]]:
+    """Every function, method and nested function, named as `radon cc` names them."""
+    for block in blocks:
+        if isinstance(block, Function):
+            name = f"{outer}{block.fullname}"
+            yield name, block.complexity
+            yield from _functions(block.closures, f"{name}.")
+        else:  # radon lists a top-level class's methods beside it, a nested class's only in it
+            for inner in block.inner_classes:
+                yield from _functions([*inner.methods, inner], f"{outer}{block.name}.")
+
+
+def test_no_function_is_more_complex_than_the_limit() -> None:
+    over = {
+        (module, name): complexity
+        for module, path in _modules().items()
+        for name, complexity in _functions(cc_visit(path.read_text()))
+        if complexity > MAX_COMPLEXITY
+    }
+    unexpected = [
+        f"{module}: {name} ({complexity})"
+        for (module, name), complexity in sorted(over.items())
+        if name not in KNOWN_COMPLEX
+    ]
+    assert unexpected == [], f"split these functions to complexity {MAX_COMPLEXITY} or less"
+    within = sorted(KNOWN_COMPLEX - {name for _, name in over})
+    assert within == [], "within the limit now: take them off KNOWN_COMPLEX"

@@ -185,13 +185,13 @@ class LLMClient:
         With a `sink`, the answer is streamed and each piece of text goes to the sink as it
         arrives; a server that refuses streaming is asked again without it (remembered), and
         the sink gets the whole text at once."""
+        response_format = self._response_format(model, answer_schema)
         options: dict[str, Any] = {
             "model": model,
             "messages": list(messages),
             "temperature": self._settings.model.temperature,
             "max_tokens": self._settings.model.max_tokens,
         }
-        response_format = self._response_format(model, answer_schema)
         if response_format is not None:
             options["response_format"] = response_format
         streaming = sink is not None and model not in self._no_stream
@@ -209,13 +209,6 @@ class LLMClient:
                     )
                     return _completion(content, finish_reason, usage, latency)
                 response = await create_completion(self._client, options, timeout=timeout)
-        except TimeoutError as exc:
-            raise LLMTransientError(f"no answer within {timeout:.2f}s", code="timeout") from exc
-        except openai.APITimeoutError as exc:
-            raise LLMTransientError(f"no answer within {timeout:.2f}s", code="timeout") from exc
-        except openai.APIConnectionError as exc:
-            detail = redact(f"connection failed: {exc.__cause__ or exc}", self._key)
-            raise LLMTransientError(detail, code="connection") from exc
         except openai.APIStatusError as exc:
             if streaming and exc.status_code in (400, 422) and STREAM_WORDS.search(exc.message):
                 self._no_stream.add(model)
@@ -223,31 +216,50 @@ class LLMClient:
                 return await self.complete(
                     model, messages, timeout=remaining, sink=sink, answer_schema=answer_schema
                 )
-            error = _map_status_error(exc, self._key)
-            if isinstance(error, LLMUnsupportedFormat):
-                if response_format is None:
-                    # Nothing left to drop: the same request would fail again.
-                    error = LLMRejected(error.detail, code="bad_request", status=error.status)
-                else:
-                    self._no_response_format.add(model)
-            raise error from exc
-        except openai.APIError as exc:
-            detail = redact(f"unusable response: {exc.message}", self._key)
-            raise LLMTransientError(detail, code="bad_response") from exc
-        except httpx.HTTPError as exc:
-            # A stream cut off mid-answer: the SDK lets the transport's error through.
-            detail = redact(f"the answer's stream broke: {exc}", self._key)
-            raise LLMTransientError(detail, code="stream_broken") from exc
+            raise self._status_error(exc, model, response_format) from exc
+        except (TimeoutError, openai.APIError, httpx.HTTPError) as exc:
+            raise self._failure(exc, timeout) from exc
         latency = time.perf_counter() - started
-        choice = response.choices[0] if response.choices else None
-        content = None
-        finish_reason = None
-        if choice is not None:
-            finish_reason = choice.finish_reason
-            content = choice.message.content or getattr(choice.message, "refusal", None)
+        content, finish_reason = _answer(response)
         if sink is not None and content:
             sink.text(content)
         return _completion(content, finish_reason, response.usage, latency)
+
+    def _status_error(
+        self, exc: openai.APIStatusError, model: str, response_format: dict[str, Any] | None
+    ) -> LLMError:
+        error = _map_status_error(exc, self._key)
+        if not isinstance(error, LLMUnsupportedFormat):
+            return error
+        if response_format is None:
+            # Nothing left to drop: the same request would fail again.
+            return LLMRejected(error.detail, code="bad_request", status=error.status)
+        self._no_response_format.add(model)
+        return error
+
+    def _failure(
+        self, exc: TimeoutError | openai.APIError | httpx.HTTPError, timeout: float
+    ) -> LLMError:
+        """The error for a call that got no usable answer (an HTTP error status aside)."""
+        if isinstance(exc, TimeoutError | openai.APITimeoutError):
+            return LLMTransientError(f"no answer within {timeout:.2f}s", code="timeout")
+        if isinstance(exc, openai.APIConnectionError):
+            detail = redact(f"connection failed: {exc.__cause__ or exc}", self._key)
+            return LLMTransientError(detail, code="connection")
+        if isinstance(exc, openai.APIError):
+            detail = redact(f"unusable response: {exc.message}", self._key)
+            return LLMTransientError(detail, code="bad_response")
+        # A stream cut off mid-answer: the SDK lets the transport's error through.
+        detail = redact(f"the answer's stream broke: {exc}", self._key)
+        return LLMTransientError(detail, code="stream_broken")
+
+
+def _answer(response: Any) -> tuple[str | None, str | None]:
+    """The first choice's text (or the model's refusal) and its finish reason."""
+    choice = response.choices[0] if response.choices else None
+    if choice is None:
+        return None, None
+    return choice.message.content or getattr(choice.message, "refusal", None), choice.finish_reason
 
 
 def _completion(

@@ -88,15 +88,7 @@ class _Normaliser:
         containers: list[dict[str, Any]] = []
         value = data
         for _ in range(_MAX_DEPTH):
-            if isinstance(value, str):
-                try:
-                    value, repairs = parsing.extract_json(value)
-                except PlanParseError as error:
-                    detail = f"text where a plan belongs: {value[:80]!r}"
-                    raise PlanParseError(detail, code="wrong_shape") from error
-                self.add("double_encoded", "JSON inside a string value")
-                for entry in repairs:
-                    self.add(*entry.split(":", 1))
+            value = self.decoded(value)
             if isinstance(value, list):
                 if not containers:
                     self.add("bare_step_list")
@@ -108,29 +100,50 @@ class _Normaliser:
             if (keyed := keyed_steps(value)) is not None:
                 self.add("steps_keyed_by_number")
                 return containers, keyed
-            keys = {normalised_key(str(key)): key for key in value}
-            key = next((keys[name] for name in STEP_LIST_KEYS if name in keys), None)
-            if key is not None:
-                if key != "plan":
-                    self.add("field_synonym", f"{key} -> plan")
-                if value[key] in (None, [], {}, ""):
-                    raise PlanParseError(f"'{key}' holds no steps", code="no_steps")
-                if isinstance(value[key], dict) and keyed_steps(value[key]) is None:
-                    self.add("wrapper_unwrapped", str(key))
-            else:
-                found = (keys[n] for n in WRAPPER_KEYS if n in keys)
-                key = next((k for k in found if isinstance(value[k], dict | list | str)), None)
-                only = next(iter(value.values()), None)
-                if key is None and len(value) == 1 and isinstance(only, dict | list):
-                    key = next(iter(value))  # an unknown wrapper: {"execution_plan": {...}}
-                if key is None and (not value or any(name in keys for name in TOP_FIELDS)):
-                    raise PlanParseError("the answer has no steps", code="no_steps")
-                if key is None:
-                    detail = f"no steps under the keys {list(value)[:8]}"
-                    raise PlanParseError(detail, code="wrong_shape")
-                self.add("wrapper_unwrapped", str(key))
-            value = value[key]
+            value = value[self.inner_key(value)]
         raise PlanParseError("the plan is nested too deeply", code="wrong_shape")
+
+    def decoded(self, value: Any) -> Any:
+        """A string value decoded as the JSON it holds; any other value as it is."""
+        if not isinstance(value, str):
+            return value
+        try:
+            decoded, repairs = parsing.extract_json(value)
+        except PlanParseError as error:
+            detail = f"text where a plan belongs: {value[:80]!r}"
+            raise PlanParseError(detail, code="wrong_shape") from error
+        self.add("double_encoded", "JSON inside a string value")
+        for entry in repairs:
+            self.add(*entry.split(":", 1))
+        return decoded
+
+    def inner_key(self, value: dict[str, Any]) -> Any:
+        """The key of `value` the steps are under: a step list's name, else a wrapper's."""
+        keys = {normalised_key(str(key)): key for key in value}
+        key = next((keys[name] for name in STEP_LIST_KEYS if name in keys), None)
+        if key is None:
+            return self.wrapper_key(value, keys)
+        if key != "plan":
+            self.add("field_synonym", f"{key} -> plan")
+        if value[key] in (None, [], {}, ""):
+            raise PlanParseError(f"'{key}' holds no steps", code="no_steps")
+        if isinstance(value[key], dict) and keyed_steps(value[key]) is None:
+            self.add("wrapper_unwrapped", str(key))
+        return key
+
+    def wrapper_key(self, value: dict[str, Any], keys: dict[str, Any]) -> Any:
+        found = (keys[n] for n in WRAPPER_KEYS if n in keys)
+        key = next((k for k in found if isinstance(value[k], dict | list | str)), None)
+        only = next(iter(value.values()), None)
+        if key is None and len(value) == 1 and isinstance(only, dict | list):
+            key = next(iter(value))  # an unknown wrapper: {"execution_plan": {...}}
+        if key is None and (not value or any(name in keys for name in TOP_FIELDS)):
+            raise PlanParseError("the answer has no steps", code="no_steps")
+        if key is None:
+            detail = f"no steps under the keys {list(value)[:8]}"
+            raise PlanParseError(detail, code="wrong_shape")
+        self.add("wrapper_unwrapped", str(key))
+        return key
 
     def value(self, found: Found, field: str) -> Any:
         options = found.get(field)
@@ -142,6 +155,20 @@ class _Normaliser:
         return value
 
     def steps(self, entries: list[tuple[Any, Any]]) -> list[DraftStep]:
+        rows = self.step_fields(entries)
+        numbers: list[int | None] = []
+        text_ids: list[str | None] = []
+        for found, key_number in rows:
+            number, text_id = self.step_number(self.value(found, "step"))
+            numbers.append(key_number if number is None and text_id is None else number)
+            text_ids.append(text_id)
+        if any(text_ids):  # a step known by a name: number every step by its position
+            numbers = self.by_position(numbers, text_ids)
+        self.rows = [(found, number) for (found, _), number in zip(rows, numbers, strict=True)]
+        return [self.step(found, number) for found, number in self.rows]
+
+    def step_fields(self, entries: list[tuple[Any, Any]]) -> list[tuple[Found, Any]]:
+        """Each usable step's fields, with the number its key gave it; the rest dropped."""
         rows: list[tuple[Found, Any]] = []
         for key_number, item in entries:
             if isinstance(item, str) and item.strip():
@@ -153,21 +180,18 @@ class _Normaliser:
                 self.add("step_dropped", f"a {type(item).__name__} is not a step")
         if not rows:
             raise PlanParseError("the plan has no usable steps", code="no_steps")
-        numbers: list[int | None] = []
-        text_ids: list[str | None] = []
-        for found, key_number in rows:
-            number, text_id = self.step_number(self.value(found, "step"))
-            numbers.append(key_number if number is None and text_id is None else number)
-            text_ids.append(text_id)
-        if any(text_ids):  # a step known by a name: number every step by its position
-            for position, (number, text_id) in enumerate(zip(numbers, text_ids, strict=True), 1):
-                if number is not None:
-                    self.renumber.setdefault(number, position)
-                if text_id is not None or number not in (None, position):
-                    self.add("step_id_mapped", f"{text_id or number!r} -> {position}")
-            numbers = list(range(1, len(rows) + 1))
-        self.rows = [(found, number) for (found, _), number in zip(rows, numbers, strict=True)]
-        return [self.step(found, number) for found, number in self.rows]
+        return rows
+
+    def by_position(
+        self, numbers: list[int | None], text_ids: list[str | None]
+    ) -> list[int | None]:
+        """1..n, remembering each given number's position for the dependencies on it."""
+        for position, (number, text_id) in enumerate(zip(numbers, text_ids, strict=True), 1):
+            if number is not None:
+                self.renumber.setdefault(number, position)
+            if text_id is not None or number not in (None, position):
+                self.add("step_id_mapped", f"{text_id or number!r} -> {position}")
+        return list(range(1, len(numbers) + 1))
 
     def step_number(self, value: Any) -> tuple[int | None, str | None]:
         """A step's number, or the name it goes by when that is not a number."""
@@ -253,18 +277,21 @@ class _Normaliser:
         items = value if isinstance(value, list) else [value]
         if isinstance(value, str):
             items = [part.strip() for part in _DEP_SPLIT.split(value) if part.strip()]
-        numbers: list[int] = []
-        for item in items:
-            number = self.reference(item)
-            if number is None:
-                self.add("dependency_dropped", repr(item))
-                continue
-            if isinstance(value, list) and (type(item) is not int or item != number):
-                self.add("dependency_reference", f"{item!r} -> {number}")
-            numbers.append(number)
-        if not isinstance(value, list) and numbers:  # one number, or several in one string
+        listed = isinstance(value, list)
+        numbers = [n for item in items if (n := self.dependency(item, listed)) is not None]
+        if not listed and numbers:  # one number, or several in one string
             self.add("dependency_reference", f"{value!r} -> {numbers}")
         return numbers
+
+    def dependency(self, item: Any, listed: bool) -> int | None:
+        """The step one dependency names; a list item not given as that number is recorded."""
+        number = self.reference(item)
+        if number is None:
+            self.add("dependency_dropped", repr(item))
+            return None
+        if listed and (type(item) is not int or item != number):
+            self.add("dependency_reference", f"{item!r} -> {number}")
+        return number
 
     def reference(self, item: Any) -> int | None:
         if isinstance(item, float) and item.is_integer():

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import string
+from collections.abc import Callable
 from typing import Any
 
 import json_repair
@@ -75,17 +77,9 @@ def _extract(text: str | None, truncated: bool, *, nested: bool) -> tuple[Any, l
     if value is not _UNSET:
         return _accept(value, [], truncated, nested)
 
-    repairs: list[str] = []
-    body = stripped
-    fenced = _fence_body(stripped)
-    if fenced is not None:
-        body, prose = fenced
-        repairs.append(repair("code_fence"))
-        if prose:
-            repairs.append(repair("surrounding_text", "prose outside the code fence dropped"))
-        value = _decode(body)
-        if value is not _UNSET:
-            return _accept(value, repairs, truncated, nested)
+    body, repairs, value = _fenced(stripped)
+    if value is not _UNSET:
+        return _accept(value, repairs, truncated, nested)
 
     closed, unclosed = _spans(body)
     if not closed and unclosed is None:
@@ -95,8 +89,31 @@ def _extract(text: str | None, truncated: bool, *, nested: bool) -> tuple[Any, l
         if found is not None:
             _note_prose(repairs, body, start, end)
             return _accept(found[0], repairs + found[1], truncated, nested)
+    return _repaired_by_library(stripped, body, closed, unclosed, truncated, repairs)
 
-    # Last stage: the library, on the largest span; a cut-off answer on the one left open.
+
+def _fenced(text: str) -> tuple[str, list[str], Any]:
+    """The text to look in (a code fence's body, else all of it), its repairs, and its JSON
+    value when the body is JSON as it is (else _UNSET)."""
+    fenced = _fence_body(text)
+    if fenced is None:
+        return text, [], _UNSET
+    body, prose = fenced
+    repairs = [repair("code_fence")]
+    if prose:
+        repairs.append(repair("surrounding_text", "prose outside the code fence dropped"))
+    return body, repairs, _decode(body)
+
+
+def _repaired_by_library(
+    text: str,
+    body: str,
+    closed: list[tuple[int, int]],
+    unclosed: tuple[int, int] | None,
+    truncated: bool,
+    repairs: list[str],
+) -> tuple[Any, list[str]]:
+    """The last stage: the library, on the largest span; a cut-off answer on the one left open."""
     if unclosed is not None and truncated:
         start, end = unclosed
     else:
@@ -104,7 +121,7 @@ def _extract(text: str | None, truncated: bool, *, nested: bool) -> tuple[Any, l
         start, end = max(candidates, key=lambda span: span[1] - span[0])
     repaired = _library_repair(body[start:end]) if end - start <= _MAX_REPAIR_CHARS else None
     if repaired is None:
-        raise _nothing_found(stripped, truncated)
+        raise _nothing_found(text, truncated)
     value, cleanups, fixes = repaired
     _note_prose(repairs, body, start, end)
     repairs.extend(cleanups)
@@ -225,65 +242,107 @@ def _library_repair(text: str) -> tuple[Any, list[str], int] | None:
 def _clean(text: str) -> tuple[str, list[str]]:
     """Rewrite JSON-like text into JSON; returns the text and the repair strings applied."""
     out: list[str] = []
-    codes: dict[str, str] = {}
+    codes: dict[str, str] = {}  # one repair string per code, in the order first applied
     pos, size = 0, len(text)
     while pos < size:
-        char = text[pos]
         plain = _PLAIN.match(text, pos)
         if plain:
             out.append(plain.group())
             pos = plain.end()
-        elif char == '"':
-            match = _DQ_STRING.match(text, pos)
-            assert match is not None
-            out.append(match.group())
-            pos = match.end()
-        elif char == "'" or char in _SMART_SQ:
-            if char == "'":
-                match = _SQ_STRING.match(text, pos)
-                assert match is not None
-                content, pos = match.group(1), match.end()
-                codes["single_quotes"] = repair("single_quotes", "strings re-quoted")
-            else:
-                content, pos = _read_until(text, pos + 1, _SMART_SQ + "'")
-                codes["smart_quotes"] = repair("smart_quotes", "curly quotes made straight")
-            out.append(_requote(content.replace("\\'", "'")))
-        elif char in _SMART_DQ:
-            content, pos = _read_until(text, pos + 1, _SMART_DQ + '"')
-            out.append(_requote(content))
-            codes["smart_quotes"] = repair("smart_quotes", "curly quotes made straight")
-        elif text.startswith("//", pos) or char == "#":
-            end = text.find("\n", pos)
-            pos = size if end < 0 else end
-            codes["comments"] = repair("comments", "comments removed")
-        elif text.startswith("/*", pos):
-            end = text.find("*/", pos + 2)
-            pos = size if end < 0 else end + 2
-            codes["comments"] = repair("comments", "comments removed")
-        elif char in "}]":
-            if _drop_trailing_comma(out):
-                codes["trailing_comma"] = repair("trailing_comma", "commas before } or ] removed")
-            out.append(char)
-            pos += 1
-        elif char == "_" or char.isalpha():
-            match = _WORD.match(text, pos)
-            assert match is not None
-            word, pos = match.group(), match.end()
-            if word in _PYTHON_WORDS:
-                word = _PYTHON_WORDS[word]
-                codes["python_literals"] = repair(
-                    "python_literals", "True/False/None -> true/false/null"
-                )
-            elif word in _NAN_WORDS:
-                if out and out[-1] in ("-", "+"):
-                    out.pop()
-                word = "null"
-                codes["nan_value"] = repair("nan_value", "NaN/Infinity -> null")
-            out.append(word)
         else:
-            out.append(char)
-            pos += 1
+            pos = _TOKENS.get(text[pos], _other)(text, pos, out, codes)
     return "".join(out), list(codes.values())
+
+
+# Each reader below takes the text, the position of a token's first character, the output so
+# far and the repairs applied; it writes the token's cleaned text and returns where it ends.
+
+
+def _double_quoted(text: str, pos: int, out: list[str], codes: dict[str, str]) -> int:
+    match = _DQ_STRING.match(text, pos)
+    assert match is not None
+    out.append(match.group())
+    return match.end()
+
+
+def _single_quoted(text: str, pos: int, out: list[str], codes: dict[str, str]) -> int:
+    match = _SQ_STRING.match(text, pos)
+    assert match is not None
+    codes["single_quotes"] = repair("single_quotes", "strings re-quoted")
+    out.append(_requote(match.group(1).replace("\\'", "'")))
+    return match.end()
+
+
+def _curly_single_quoted(text: str, pos: int, out: list[str], codes: dict[str, str]) -> int:
+    content, end = _read_until(text, pos + 1, _SMART_SQ + "'")
+    codes["smart_quotes"] = repair("smart_quotes", "curly quotes made straight")
+    out.append(_requote(content.replace("\\'", "'")))
+    return end
+
+
+def _curly_double_quoted(text: str, pos: int, out: list[str], codes: dict[str, str]) -> int:
+    content, end = _read_until(text, pos + 1, _SMART_DQ + '"')
+    out.append(_requote(content))
+    codes["smart_quotes"] = repair("smart_quotes", "curly quotes made straight")
+    return end
+
+
+def _line_comment(text: str, pos: int, out: list[str], codes: dict[str, str]) -> int:
+    end = text.find("\n", pos)
+    codes["comments"] = repair("comments", "comments removed")
+    return len(text) if end < 0 else end
+
+
+def _slash(text: str, pos: int, out: list[str], codes: dict[str, str]) -> int:
+    if text.startswith("//", pos):
+        return _line_comment(text, pos, out, codes)
+    if not text.startswith("/*", pos):
+        return _other(text, pos, out, codes)
+    end = text.find("*/", pos + 2)
+    codes["comments"] = repair("comments", "comments removed")
+    return len(text) if end < 0 else end + 2
+
+
+def _closer(text: str, pos: int, out: list[str], codes: dict[str, str]) -> int:
+    if _drop_trailing_comma(out):
+        codes["trailing_comma"] = repair("trailing_comma", "commas before } or ] removed")
+    out.append(text[pos])
+    return pos + 1
+
+
+def _word(text: str, pos: int, out: list[str], codes: dict[str, str]) -> int:
+    match = _WORD.match(text, pos)
+    assert match is not None
+    word = match.group()
+    if word in _PYTHON_WORDS:
+        word = _PYTHON_WORDS[word]
+        codes["python_literals"] = repair("python_literals", "True/False/None -> true/false/null")
+    elif word in _NAN_WORDS:
+        if out and out[-1] in ("-", "+"):
+            out.pop()
+        word = "null"
+        codes["nan_value"] = repair("nan_value", "NaN/Infinity -> null")
+    out.append(word)
+    return match.end()
+
+
+def _other(text: str, pos: int, out: list[str], codes: dict[str, str]) -> int:
+    out.append(text[pos])
+    return pos + 1
+
+
+# The characters _PLAIN stops at, each with its reader; the rest (",", "-", "+") go as they are.
+_TOKENS: dict[str, Callable[[str, int, list[str], dict[str, str]], int]] = {
+    '"': _double_quoted,
+    "'": _single_quoted,
+    **dict.fromkeys(_SMART_SQ, _curly_single_quoted),
+    **dict.fromkeys(_SMART_DQ, _curly_double_quoted),
+    "#": _line_comment,
+    "/": _slash,
+    "}": _closer,
+    "]": _closer,
+    **dict.fromkeys(string.ascii_letters + "_", _word),
+}
 
 
 def _read_until(text: str, pos: int, closers: str) -> tuple[str, int]:

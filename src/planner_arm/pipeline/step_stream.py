@@ -69,30 +69,40 @@ class StepCutter:
             elif char == ":":
                 self._key = self._last_string
             elif char in "{[":
-                if not self._started:
-                    self._started = True
-                opens_step = (
-                    char == "{"
-                    and self._steps_depth is not None
-                    and len(self._stack) == self._steps_depth
-                )
-                self._open(char)
-                if opens_step:
-                    step_start = position - 1
-                    self._step_parts = []
+                step_start = self._open_container(char, position, step_start)
             elif self._started:  # "}" or "]"
-                depth = self._steps_depth
-                closes_step = char == "}" and depth is not None and len(self._stack) == depth + 1
-                self._close()
-                if closes_step and step_start >= 0:
-                    self._step_parts.append(chunk[step_start:position])
-                    step = self._decode_step()
-                    if step is not None:
-                        found.append(step)
-                    step_start = -1
+                step_start = self._close_container(char, chunk, position, step_start, found)
         if step_start >= 0 and self._in_step():
             self._step_parts.append(chunk[step_start:])
         return found
+
+    def _open_container(self, char: str, position: int, step_start: int) -> int:
+        """Opens "{" or "[" ending at `position`; returns where the step in the chunk starts."""
+        self._started = True
+        opens_step = (
+            char == "{" and self._steps_depth is not None and len(self._stack) == self._steps_depth
+        )
+        self._open(char)
+        if not opens_step:
+            return step_start
+        self._step_parts = []
+        return position - 1
+
+    def _close_container(
+        self, char: str, chunk: str, position: int, step_start: int, found: list[Any]
+    ) -> int:
+        """Closes "}" or "]" ending at `position`, adding a step it completes to `found`;
+        returns where the step in the chunk starts (-1: none open)."""
+        depth = self._steps_depth
+        closes_step = char == "}" and depth is not None and len(self._stack) == depth + 1
+        self._close()
+        if not closes_step or step_start < 0:
+            return step_start
+        self._step_parts.append(chunk[step_start:position])
+        step = self._decode_step()
+        if step is not None:
+            found.append(step)
+        return -1
 
     def _in_step(self) -> bool:
         return self._steps_depth is not None and len(self._stack) > self._steps_depth

@@ -47,47 +47,61 @@ def as_asked(data: Any, arms: ArmResolver) -> DraftPlan | None:
     Most answers of a capable model are; for them the field search of `_Normaliser` finds
     nothing to fix, so this builds the same draft directly (a test holds the two equal).
     """
-    if type(data) is not dict or data.keys() != _ASKED_TOP:
-        return None
-    rows, rationale = data["plan"], data["rationale"]
-    if type(rows) is not list or not rows or type(rationale) is not str or not rationale.strip():
-        return None
-    if not (_is_score(data["confidence"]) and _is_score(data["complexity_score"])):
+    if not _top_as_asked(data):
         return None
     steps = []
-    for row in rows:
-        if type(row) is not dict or row.keys() != _ASKED_STEP:
+    for row in data["plan"]:
+        step = _step_as_asked(row, arms)
+        if step is None:
             return None
-        action, criteria, after = row["action"], row["acceptance_criteria"], row["depends_on"]
-        numbers = (row["step"], row["estimated_cost_tier"], row["estimated_duration_seconds"])
-        if (
-            type(action) is not str
-            or action != action.strip()
-            or " " not in action  # one word may be an identifier to make readable
-            or type(row["required_arm"]) is not str
-            or any(type(number) is not int for number in numbers)
-            or not _clean_criteria(criteria)
-            or type(after) is not list
-            or any(type(number) is not int for number in after)
-        ):
-            return None
-        arm = arms.resolve(row["required_arm"], action)
-        if arm.repair is not None or arm.arm != row["required_arm"]:
-            return None  # not one of our arm ids as it stands
-        steps.append(
-            DraftStep(
-                action=action,
-                required_arm=arm.arm,
-                acceptance_criteria=list(criteria),
-                depends_on=list(after),
-                step=numbers[0],
-                estimated_cost_tier=numbers[1],
-                estimated_duration_seconds=numbers[2],
-            )
-        )
+        steps.append(step)
     return DraftPlan(
         steps=steps,
-        rationale=rationale.strip(),
+        rationale=data["rationale"].strip(),
         confidence=data["confidence"],
         complexity_score=data["complexity_score"],
+    )
+
+
+def _top_as_asked(data: Any) -> bool:
+    """The asked top-level fields and no others: a non-empty step list, a rationale, scores."""
+    if type(data) is not dict or data.keys() != _ASKED_TOP:
+        return False
+    rows, rationale = data["plan"], data["rationale"]
+    if type(rows) is not list or not rows or type(rationale) is not str or not rationale.strip():
+        return False
+    return _is_score(data["confidence"]) and _is_score(data["complexity_score"])
+
+
+def _step_as_asked(row: Any, arms: ArmResolver) -> DraftStep | None:
+    """The step when it has the asked fields, each already clean, and names an arm id."""
+    if type(row) is not dict or row.keys() != _ASKED_STEP or not _step_values_clean(row):
+        return None
+    action = row["action"]
+    arm = arms.resolve(row["required_arm"], action)
+    if arm.repair is not None or arm.arm != row["required_arm"]:
+        return None  # not one of our arm ids as it stands
+    return DraftStep(
+        action=action,
+        required_arm=arm.arm,
+        acceptance_criteria=list(row["acceptance_criteria"]),
+        depends_on=list(row["depends_on"]),
+        step=row["step"],
+        estimated_cost_tier=row["estimated_cost_tier"],
+        estimated_duration_seconds=row["estimated_duration_seconds"],
+    )
+
+
+def _step_values_clean(row: dict[str, Any]) -> bool:
+    action, after = row["action"], row["depends_on"]
+    numbers = (row["step"], row["estimated_cost_tier"], row["estimated_duration_seconds"])
+    return (
+        type(action) is str
+        and action == action.strip()
+        and " " in action  # one word may be an identifier to make readable
+        and type(row["required_arm"]) is str
+        and all(type(number) is int for number in numbers)
+        and _clean_criteria(row["acceptance_criteria"])
+        and type(after) is list
+        and all(type(number) is int for number in after)
     )

@@ -2,8 +2,8 @@
 
 `ArmResolver.resolve` keeps a registered arm name, mends a near miss (case, an `_arm` suffix,
 an alias) and otherwise picks the arm from what the step *does* with `select`: its leading verb
-weighs most, then its object, then the other words, then its acceptance criteria; the seed's
-decision tree (code -> search -> execution -> validation -> safety -> planner) breaks ties.
+weighs most, then its object, then the other words, then its acceptance criteria; a fixed
+order of the arms (code -> search -> execution -> validation -> safety -> planner) breaks ties.
 `ArmResolver.rank` has the rules; README "How an arm is chosen" has the figures.
 """
 
@@ -26,8 +26,9 @@ from planner_arm.plan.vocabulary import (
     VERBS_BY_ARM,
 )
 
-# The order in which the seed's tree asks about the arms; equal scores go to the earlier arm.
-# The planner is the tree's answer when nothing matched, so it comes last among ties.
+# Equal scores go to the arm earlier here: does the step write code, look something up, run
+# something, check results, guard safety? The planner is the answer when nothing matched (the
+# default arm), so it comes last among ties.
 TREE_ORDER = ("coder", "retriever", "executor", "judge", "guardian")
 DEFAULT_ARM = "planner"
 
@@ -123,12 +124,27 @@ class ArmResolver:
         times three on the leading verb (once for a generic verb), twice on the object (the
         first hit after the verb), a third in the criteria. When the object is a privacy,
         secret, confidentiality or policy matter and the verb only checks, looks for or is
-        generic, the guardian gets the verb's weight too. Equal scores go in the tree's order.
+        generic, the guardian gets the verb's weight too. Equal scores go in TREE_ORDER.
         """
         scores = [0.0] * len(self.arm_ids)
         tokens = _content(action)
         stems = [stem(token) for token in tokens]
         head = next((i for i, s in enumerate(stems[:6]) if not _filler(s, self._lead_fillers)), -1)
+        head_weak, topic = self._score_action(tokens, stems, head, scores)
+        topic = self._score_criteria(criteria, scores) or topic
+        if topic and (head_weak or stems[head] in self._screening):
+            scores[self._guardian] += HEAD * KEYWORD
+        order = sorted(range(len(scores)), key=lambda arm: (-scores[arm], self._tie_order[arm]))
+        return [(self.arm_ids[arm], round(scores[arm], 3)) for arm in order]
+
+    def _score_action(
+        self, tokens: list[str], stems: list[str], head: int, scores: list[float]
+    ) -> tuple[bool, bool]:
+        """Add the action's hits to `scores`, weighed by where they stand.
+
+        Returns whether the leading verb is weak (none, or a generic verb that does not open a
+        longer phrase) and whether a guardian topic comes after it.
+        """
         head_weak = head < 0 or stems[head] in self._generic
         seen_object = topic = False
         i = 0
@@ -144,24 +160,29 @@ class ArmResolver:
                 factor, seen_object = OBJECT, True
             else:
                 factor = 1.0
-            for arm, weight in hits.items():
-                scores[arm] += weight * factor
+            _add_hits(scores, hits, factor)
             topic = topic or (i > head and self._is_topic(hits))
             i += length
+        return head_weak, topic
+
+    def _score_criteria(self, criteria: Sequence[str], scores: list[float]) -> bool:
+        """Add the criteria's hits to `scores`; whether any of them is a guardian topic."""
+        topic = False
         for text in criteria[:8]:
             criterion = _content(text)
             for _, hits in self._lexicon.scan(criterion, [stem(token) for token in criterion]):
-                for arm, weight in hits.items():
-                    scores[arm] += weight * CRITERIA
+                _add_hits(scores, hits, CRITERIA)
                 topic = topic or self._is_topic(hits)
-        if topic and (head_weak or stems[head] in self._screening):
-            scores[self._guardian] += HEAD * KEYWORD
-        order = sorted(range(len(scores)), key=lambda arm: (-scores[arm], self._tie_order[arm]))
-        return [(self.arm_ids[arm], round(scores[arm], 3)) for arm in order]
+        return topic
 
     def _is_topic(self, hits: dict[int, float]) -> bool:
         """Whether a hit is a guardian topic (a keyword or a built-in word, not a description)."""
         return hits.get(self._guardian, 0.0) >= VOCABULARY * STEM_ONLY
+
+
+def _add_hits(scores: list[float], hits: dict[int, float], factor: float) -> None:
+    for arm, weight in hits.items():
+        scores[arm] += weight * factor
 
 
 def _content(text: str) -> list[str]:

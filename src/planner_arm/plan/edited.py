@@ -117,24 +117,10 @@ def _rule_errors(rows: list[StepRow], rules: PlanRules, fix: bool) -> list[EditE
     errors: list[EditError] = []
     for row in rows:
         errors += _step_errors(row, rules, fix)
-    counts = Counter(row.number for row in rows if row.number is not None)
-    for number, count in sorted(counts.items()):
-        if count > 1:
-            message = f"step number {number} is used by {count} steps"
-            errors.append(EditError("duplicate_step", number, message))
+    errors += _duplicate_numbers(rows)
     by_number = {row.number: row for row in reversed(rows) if row.number is not None}
-    for row in rows:
-        for dep in row.deps or ():
-            if dep == row.number:
-                message = f"{step_label(row)} depends on itself"
-                errors.append(EditError("self_dependency", row.number, message, row.position))
-            elif dep not in by_number:
-                message = f"{step_label(row)} depends on step {dep}, which is not in the plan"
-                errors.append(EditError("dangling_dependency", row.number, message, row.position))
-    graph = {
-        number: [dep for dep in row.deps or () if dep in by_number and dep != number]
-        for number, row in by_number.items()
-    }
+    errors += _dependency_errors(rows, by_number)
+    graph = _dependency_graph(by_number)
     cycle = _find_cycle(graph)
     if cycle:
         message = "dependency cycle: " + " -> ".join(map(str, cycle))
@@ -145,15 +131,50 @@ def _rule_errors(rows: list[StepRow], rules: PlanRules, fix: bool) -> list[EditE
         errors.append(EditError("no_final_check", None, message))
     elif rules.require_validation_step and rules.require_dependency_check and not cycle and not fix:
         errors += _final_check_waits(rows, graph)
-    total = len(rows) + (needs_judge and fix)
-    if not rules.min_steps <= total <= rules.max_steps:
-        appended = " with the final check appended" if needs_judge and fix else ""
-        message = (
-            f"the plan has {total} steps{appended}; between {rules.min_steps} and "
-            f"{rules.max_steps} are allowed"
-        )
-        errors.append(EditError("step_count", None, message))
+    errors += _step_count(len(rows), needs_judge and fix, rules)
     return errors
+
+
+def _dependency_graph(by_number: dict[int, StepRow]) -> dict[int, list[int]]:
+    """Each step number's dependencies, less those on itself or on steps not in the plan."""
+    return {
+        number: [dep for dep in row.deps or () if dep in by_number and dep != number]
+        for number, row in by_number.items()
+    }
+
+
+def _duplicate_numbers(rows: list[StepRow]) -> list[EditError]:
+    counts = Counter(row.number for row in rows if row.number is not None)
+    return [
+        EditError("duplicate_step", number, f"step number {number} is used by {count} steps")
+        for number, count in sorted(counts.items())
+        if count > 1
+    ]
+
+
+def _dependency_errors(rows: list[StepRow], by_number: dict[int, StepRow]) -> list[EditError]:
+    errors = []
+    for row in rows:
+        for dep in row.deps or ():
+            if dep == row.number:
+                message = f"{step_label(row)} depends on itself"
+                errors.append(EditError("self_dependency", row.number, message, row.position))
+            elif dep not in by_number:
+                message = f"{step_label(row)} depends on step {dep}, which is not in the plan"
+                errors.append(EditError("dangling_dependency", row.number, message, row.position))
+    return errors
+
+
+def _step_count(listed: int, judge_appended: bool, rules: PlanRules) -> list[EditError]:
+    total = listed + judge_appended
+    if rules.min_steps <= total <= rules.max_steps:
+        return []
+    appended = " with the final check appended" if judge_appended else ""
+    message = (
+        f"the plan has {total} steps{appended}; between {rules.min_steps} and "
+        f"{rules.max_steps} are allowed"
+    )
+    return [EditError("step_count", None, message)]
 
 
 def _final_check_waits(rows: list[StepRow], graph: dict[int, list[int]]) -> list[EditError]:
@@ -181,41 +202,60 @@ def _final_check_waits(rows: list[StepRow], graph: dict[int, list[int]]) -> list
 
 
 def _step_errors(row: StepRow, rules: PlanRules, fix: bool) -> list[EditError]:
-    found: list[tuple[str, str]] = []
-    if row.action is not None and not row.action.strip():
-        found.append(("empty_action", "action is empty"))
-    if row.arm is not None and row.arm not in rules.arm_ids:
-        found.append(
-            ("unknown_arm", f"required_arm {row.arm!r} is not one of {', '.join(rules.arm_ids)}")
-        )
-    if row.criteria is not None:
-        blank = sum(1 for text in row.criteria if not text.strip())
-        if blank == len(row.criteria):
-            found.append(("empty_acceptance_criteria", "no non-empty acceptance criterion"))
-        elif blank and not fix:  # validate_plan drops blank ones beside real ones
-            found.append(("empty_acceptance_criteria", f"{blank} acceptance criteria are blank"))
-    if row.cost is not None and not MIN_COST_TIER <= row.cost <= MAX_COST_TIER:
-        found.append(
-            (
-                "bad_cost_tier",
-                f"estimated_cost_tier {row.cost} is not {MIN_COST_TIER}-{MAX_COST_TIER}",
-            )
-        )
-    if (
-        row.duration is not None
-        and not MIN_DURATION_SECONDS <= row.duration <= MAX_DURATION_SECONDS
-    ):
-        found.append(
-            (
-                "bad_duration",
-                f"estimated_duration_seconds {row.duration} is not "
-                f"{MIN_DURATION_SECONDS}-{MAX_DURATION_SECONDS}",
-            )
-        )
+    found = [problem for rule in _STEP_RULES if (problem := rule(row, rules, fix))]
     return [
         EditError(code, row.number, f"{step_label(row)}: {message}", row.position)
         for code, message in found
     ]
+
+
+def _empty_action(row: StepRow, rules: PlanRules, fix: bool) -> tuple[str, str] | None:
+    if row.action is not None and not row.action.strip():
+        return ("empty_action", "action is empty")
+    return None
+
+
+def _unknown_arm(row: StepRow, rules: PlanRules, fix: bool) -> tuple[str, str] | None:
+    if row.arm is not None and row.arm not in rules.arm_ids:
+        known = ", ".join(rules.arm_ids)
+        return ("unknown_arm", f"required_arm {row.arm!r} is not one of {known}")
+    return None
+
+
+def _blank_criteria(row: StepRow, rules: PlanRules, fix: bool) -> tuple[str, str] | None:
+    if row.criteria is None:
+        return None
+    blank = sum(1 for text in row.criteria if not text.strip())
+    if blank == len(row.criteria):
+        return ("empty_acceptance_criteria", "no non-empty acceptance criterion")
+    if blank and not fix:  # validate_plan drops blank ones beside real ones
+        return ("empty_acceptance_criteria", f"{blank} acceptance criteria are blank")
+    return None
+
+
+def _bad_cost_tier(row: StepRow, rules: PlanRules, fix: bool) -> tuple[str, str] | None:
+    if row.cost is not None and not MIN_COST_TIER <= row.cost <= MAX_COST_TIER:
+        return (
+            "bad_cost_tier",
+            f"estimated_cost_tier {row.cost} is not {MIN_COST_TIER}-{MAX_COST_TIER}",
+        )
+    return None
+
+
+def _bad_duration(row: StepRow, rules: PlanRules, fix: bool) -> tuple[str, str] | None:
+    if row.duration is not None and not (
+        MIN_DURATION_SECONDS <= row.duration <= MAX_DURATION_SECONDS
+    ):
+        return (
+            "bad_duration",
+            f"estimated_duration_seconds {row.duration} is not "
+            f"{MIN_DURATION_SECONDS}-{MAX_DURATION_SECONDS}",
+        )
+    return None
+
+
+# Each rule gives at most one problem with a step, in the order they are reported.
+_STEP_RULES = (_empty_action, _unknown_arm, _blank_criteria, _bad_cost_tier, _bad_duration)
 
 
 def _fixed(rows: list[StepRow], rules: PlanRules, warnings: list[str]) -> EditCheck:
@@ -252,26 +292,24 @@ def _as_given(rows: list[StepRow], warnings: list[str]) -> list[PlanStep]:
     if order != list(range(len(rows))):
         moved = ", ".join(str(rows[pos].number) for pos in order)
         warnings.append(repair("reordered", f"steps put in dependency order {moved}"))
-    steps = []
-    for pos in order:
-        row = rows[pos]
-        deps = list(dict.fromkeys(row.deps or ()))
-        if len(deps) != len(row.deps or ()):
-            warnings.append(repair("duplicate_dependency", f"{step_label(row)}: listed twice"))
-        steps.append(
-            PlanStep(
-                step=row.number or 0,
-                action=row.action or "",
-                required_arm=row.arm or "",
-                acceptance_criteria=list(row.criteria or ()),
-                depends_on=deps,
-                estimated_cost_tier=row.cost or MIN_COST_TIER,
-                estimated_duration_seconds=row.duration or MIN_DURATION_SECONDS,
-                parent=row.parent,
-                input=row.input,
-            )
-        )
-    return steps
+    return [_given_step(rows[pos], warnings) for pos in order]
+
+
+def _given_step(row: StepRow, warnings: list[str]) -> PlanStep:
+    deps = list(dict.fromkeys(row.deps or ()))
+    if len(deps) != len(row.deps or ()):
+        warnings.append(repair("duplicate_dependency", f"{step_label(row)}: listed twice"))
+    return PlanStep(
+        step=row.number or 0,
+        action=row.action or "",
+        required_arm=row.arm or "",
+        acceptance_criteria=list(row.criteria or ()),
+        depends_on=deps,
+        estimated_cost_tier=row.cost or MIN_COST_TIER,
+        estimated_duration_seconds=row.duration or MIN_DURATION_SECONDS,
+        parent=row.parent,
+        input=row.input,
+    )
 
 
 def _find_cycle(graph: dict[int, list[int]]) -> list[int] | None:

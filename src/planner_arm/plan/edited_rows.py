@@ -3,6 +3,7 @@ missing or wrongly typed one reported as `invalid_step` naming the field."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -57,53 +58,17 @@ def read_step_row(
         message = f"{row.name}: a step is an object, not a JSON {json_type(item)}"
         errors.append(EditError("invalid_step", None, message, pos))
         return row
-    number = item.get("step")
-    row.number = number if is_int(number) and number >= 1 else None
     ignored = sorted(str(key) for key in item if key not in _FIELDS)
     if ignored:
         warnings.append(repair("ignored_step_fields", f"{row.name}: {', '.join(ignored)}"))
-
-    def bad(name: str, wanted: str) -> None:
-        value = item.get(name)
-        got = "missing" if name not in item else f"a JSON {json_type(value)}"
-        message = f"{step_label(row)}: {name} must be {wanted}, got {got}"
-        errors.append(EditError("invalid_step", row.number, message, pos))
-
-    # Without a number a step can still be repaired (numbered by position) under `fix`.
-    if row.number is None and not (fix and "step" not in item):
-        bad("step", "a positive integer")
-    for name, attribute in (("action", "action"), ("required_arm", "arm")):
-        value = item.get(name)
-        if isinstance(value, str):
-            setattr(row, attribute, value)
-        else:
-            bad(name, "a string")
-    criteria = item.get("acceptance_criteria")
-    if isinstance(criteria, list) and all(isinstance(text, str) for text in criteria):
-        row.criteria = criteria
-    else:
-        bad("acceptance_criteria", "a list of strings")
-    deps = item.get("depends_on", [] if fix else None)
-    if isinstance(deps, list) and all(is_int(dep) for dep in deps):
-        row.deps = deps
-    else:
-        bad("depends_on", "a list of step numbers")
-    for name, attribute in (
-        ("estimated_cost_tier", "cost"),
-        ("estimated_duration_seconds", "duration"),
-    ):
-        value = item.get(name)
-        if is_int(value):
-            setattr(row, attribute, value)
-        elif not (fix and name not in item):  # validate_plan fills in the arm's typical one
-            bad(name, "an integer")
-    # Optional: the node a step details, and its arm's input (null or left out when none).
-    for name, kind, wanted in (("parent", str, "a string"), ("input", dict, "an object")):
-        value = item.get(name)
-        if isinstance(value, kind):
-            setattr(row, name, value)
-        elif value is not None:
-            bad(name, f"{wanted} or null")
+    # The step number comes first: the errors about the other fields name the step by it.
+    for spec in _ROW_FIELDS:
+        wanted = _read_field(row, item, spec, fix)
+        if wanted is not None:
+            value = item.get(spec.key)
+            got = "missing" if spec.key not in item else f"a JSON {json_type(value)}"
+            message = f"{step_label(row)}: {spec.key} must be {wanted}, got {got}"
+            errors.append(EditError("invalid_step", row.number, message, pos))
     return row
 
 
@@ -123,3 +88,69 @@ def json_type(value: Any) -> str:
     return {int: "number", float: "number", str: "string", list: "array", dict: "object"}.get(
         type(value), type(value).__name__
     )
+
+
+@dataclass(frozen=True)
+class _Field:
+    """How one field of a step is read into its StepRow attribute."""
+
+    key: str
+    attribute: str
+    accepts: Callable[[Any], bool]
+    wanted: str
+    # Under `fix` a step may leave it out: validate_plan numbers the step by position or
+    # fills in the arm's typical value. The row then holds what `absent` makes.
+    fixable: bool = False
+    absent: Callable[[], Any] = lambda: None
+    # Optional: null or left out when there is none.
+    nullable: bool = False
+
+
+def _read_field(row: StepRow, item: dict[str, Any], spec: _Field, fix: bool) -> str | None:
+    """Set the row's attribute from the item; what the field must be when it cannot be read."""
+    value = item.get(spec.key)
+    if spec.accepts(value):
+        setattr(row, spec.attribute, value)
+        return None
+    if fix and spec.fixable and spec.key not in item:
+        setattr(row, spec.attribute, spec.absent())
+        return None
+    if spec.nullable and value is None:
+        return None
+    return spec.wanted
+
+
+def _is_step_number(value: Any) -> bool:
+    return is_int(value) and value >= 1
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(text, str) for text in value)
+
+
+def _is_step_numbers(value: Any) -> bool:
+    return isinstance(value, list) and all(is_int(dep) for dep in value)
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+_ROW_FIELDS = (
+    _Field("step", "number", _is_step_number, "a positive integer", fixable=True),
+    _Field("action", "action", _is_text, "a string"),
+    _Field("required_arm", "arm", _is_text, "a string"),
+    _Field("acceptance_criteria", "criteria", _is_texts, "a list of strings"),
+    _Field(
+        "depends_on", "deps", _is_step_numbers, "a list of step numbers", fixable=True, absent=list
+    ),
+    _Field("estimated_cost_tier", "cost", is_int, "an integer", fixable=True),
+    _Field("estimated_duration_seconds", "duration", is_int, "an integer", fixable=True),
+    # The node a step details, and its arm's input.
+    _Field("parent", "parent", _is_text, "a string or null", nullable=True),
+    _Field("input", "input", _is_object, "an object or null", nullable=True),
+)

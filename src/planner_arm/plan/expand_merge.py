@@ -75,32 +75,38 @@ def splice(
     target = next(step for step in steps if step.step == number)
     highest = max(step.step for step in steps)
     renumber = {local.step: highest + index for index, local in enumerate(sub, 1)}
-    needed = {dep for local in sub for dep in local.depends_on}
-    sinks = sorted(renumber[local.step] for local in sub if local.step not in needed)
-    new_steps = [
-        local.model_copy(
-            update={
-                "step": renumber[local.step],
-                "depends_on": sorted(renumber[dep] for dep in local.depends_on)
-                or sorted(target.depends_on),
-                "parent": parent,
-            }
-        )
-        for local in sub
-    ]
+    sinks = _last_steps(sub, renumber)
+    new_steps = [_placed(local, renumber, target, parent) for local in sub]
     merged: list[PlanStep] = []
     for step in steps:
-        if step.step == number:
-            merged += new_steps
-        elif number in step.depends_on:
-            deps = {dep for dep in step.depends_on if dep != number} | set(sinks)
-            merged.append(step.model_copy(update={"depends_on": sorted(deps)}))
-        else:
-            merged.append(step)
+        merged += new_steps if step.step == number else [_rewired(step, number, sinks)]
     ordered = _in_dependency_order(merged)
     if rules.require_validation_step and rules.require_dependency_check:
         complete_final_check(ordered)
     return ordered
+
+
+def _last_steps(sub: Sequence[PlanStep], renumber: dict[int, int]) -> list[int]:
+    """The sub-plan steps no other sub-plan step waits for, by their numbers in the plan."""
+    needed = {dep for local in sub for dep in local.depends_on}
+    return sorted(renumber[local.step] for local in sub if local.step not in needed)
+
+
+def _rewired(step: PlanStep, number: int, sinks: list[int]) -> PlanStep:
+    """A step that waited for step `number` waits for the sub-plan's last steps instead."""
+    if number not in step.depends_on:
+        return step
+    deps = {dep for dep in step.depends_on if dep != number} | set(sinks)
+    return step.model_copy(update={"depends_on": sorted(deps)})
+
+
+def _placed(local: PlanStep, renumber: dict[int, int], target: PlanStep, parent: str) -> PlanStep:
+    """A sub-plan step as it stands in the plan; the sub-plan's first steps wait for what the
+    replaced step waited for."""
+    deps = sorted(renumber[dep] for dep in local.depends_on) or sorted(target.depends_on)
+    return local.model_copy(
+        update={"step": renumber[local.step], "depends_on": deps, "parent": parent}
+    )
 
 
 def _in_dependency_order(steps: list[PlanStep]) -> list[PlanStep]:

@@ -113,12 +113,28 @@ def _match_finished(
     steps: list[DraftStep], finished: dict[int, PlanStep], repairs: list[str]
 ) -> list[int | None]:
     """For each revised step, the finished step it is (by content, then by number), or None."""
+    alias = _match_by_content(steps, finished)
+    _match_by_number(steps, finished, alias)
+    for number, kept in finished.items():
+        matches = [steps[pos] for pos, target in enumerate(alias) if target == number]
+        repairs += _restored(number, kept, matches)
+    return alias
+
+
+def _match_by_content(steps: list[DraftStep], finished: dict[int, PlanStep]) -> list[int | None]:
     alias: list[int | None] = [None] * len(steps)
     for pos, step in enumerate(steps):
         scored = [(action_similarity(step.action, f.action), n) for n, f in finished.items()]
         best = max(scored, default=(0.0, 0))
         if best[0] >= SAME_STEP_SIMILARITY:
             alias[pos] = best[1]
+    return alias
+
+
+def _match_by_number(
+    steps: list[DraftStep], finished: dict[int, PlanStep], alias: list[int | None]
+) -> None:
+    """Unmatched steps at an unclaimed finished step's number, alike enough, are that step."""
     claimed = set(alias)
     for pos, step in enumerate(steps):
         kept = finished.get(step.step) if step.step is not None else None
@@ -127,17 +143,20 @@ def _match_finished(
             if alike or step.required_arm == kept.required_arm:
                 alias[pos] = kept.step
                 claimed.add(kept.step)
-    for number, kept in finished.items():
-        matches = [steps[pos] for pos, target in enumerate(alias) if target == number]
-        if not matches:
-            repairs.append(repair("finished_step_restored", f"step {number} was left out"))
-        elif any(not _same_as(match, kept) for match in matches[:1]):
-            repairs.append(repair("finished_step_restored", f"step {number} was changed"))
-        if len(matches) > 1:
-            repairs.append(
-                repair("finished_step_deduplicated", f"step {number} proposed {len(matches)} times")
-            )
-    return alias
+
+
+def _restored(number: int, kept: PlanStep, matches: list[DraftStep]) -> list[str]:
+    """The repairs for a finished step the revision left out, changed or repeated."""
+    repairs = []
+    if not matches:
+        repairs.append(repair("finished_step_restored", f"step {number} was left out"))
+    elif not _same_as(matches[0], kept):
+        repairs.append(repair("finished_step_restored", f"step {number} was changed"))
+    if len(matches) > 1:
+        repairs.append(
+            repair("finished_step_deduplicated", f"step {number} proposed {len(matches)} times")
+        )
+    return repairs
 
 
 def _same_as(draft: DraftStep, step: PlanStep) -> bool:
@@ -211,10 +230,7 @@ def _finish_with_judge(
     """The last step a judge every other step leads to: the revision's, or one appended."""
     if not rules.require_validation_step:
         return
-    needed = {target for item in work for target in item.deps}
-    needed |= {(True, dep) for step in finished.values() for dep in step.depends_on}
-    sinks = [(True, number) for number in sorted(finished) if (True, number) not in needed]
-    sinks += [(False, index) for index in order if (False, index) not in needed]
+    sinks = _sinks(work, order, finished)
     last = order[-1] if order else None
     if last is not None and work[last].draft.required_arm == JUDGE_ARM:
         missing = [sink for sink in sinks if sink != (False, last)]
@@ -234,6 +250,15 @@ def _finish_with_judge(
     repairs.append(repair("judge_step_appended", "the revised plan ends with a final check"))
 
 
+def _sinks(work: list[_Work], order: list[int], finished: dict[int, PlanStep]) -> list[Ref]:
+    """The steps no other step depends on: finished ones by number, then the work in order."""
+    needed = {target for item in work for target in item.deps}
+    needed |= {(True, dep) for step in finished.values() for dep in step.depends_on}
+    sinks = [(True, number) for number in sorted(finished) if (True, number) not in needed]
+    sinks += [(False, index) for index in order if (False, index) not in needed]
+    return sinks
+
+
 def _validated(
     scope: ReplanScope,
     finished: dict[int, PlanStep],
@@ -245,22 +270,9 @@ def _validated(
     """Per-step values mended by validate_plan; then unchanged steps keep their numbers and
     the rest are numbered above the previous plan's highest."""
     temp = {index: scope.highest + 1 + rank for rank, index in enumerate(order)}
-
-    def number(ref: Ref, numbers: dict[int, int]) -> int:
-        return ref[1] if ref[0] else numbers[ref[1]]
-
     kept_first = [finished[n] for n in sorted(finished)]
     drafts = [_draft_of(step) for step in kept_first]
-    for index in order:
-        item = work[index]
-        deps = [number(ref, temp) for ref in item.deps]
-        drafts.append(
-            DraftStep(
-                item.draft.action, item.draft.required_arm, list(item.draft.acceptance_criteria),
-                deps, temp[index], item.draft.estimated_cost_tier,
-                item.draft.estimated_duration_seconds,
-            )
-        )  # fmt: skip
+    drafts += [_numbered_draft(work[index], temp[index], temp) for index in order]
     relaxed = PlanRules(1, max(len(drafts), 1), False, rules.arm_ids)
     labels = {str(temp[index]): work[index].label.removeprefix("step ") for index in order}
     try:
@@ -270,18 +282,7 @@ def _validated(
         raise PlanValidationError("; ".join(errors), code=problem.code, errors=errors) from None
     checked = valid.steps[len(kept_first) :]
 
-    previous = {step.step: step for step in scope.previous}
-    final: dict[int, int] = {}
-    next_number = scope.highest + 1
-    for rank, index in enumerate(order):
-        deps = sorted(number(ref, final) for ref in work[index].deps)
-        candidate = checked[rank].model_copy(update={"depends_on": deps})
-        old = _unchanged(candidate, work[index].draft.step, previous, scope, set(final.values()))
-        if old is not None:
-            final[index] = old
-        else:
-            final[index] = next_number
-            next_number += 1
+    final = _final_numbers(scope, work, order, checked)
     renamed = {str(temp[index]): str(final[index]) for index in order}
     repairs += [
         _renamed(entry, renamed) for entry in valid.repairs if repair_code(entry) != "renumbered"
@@ -292,12 +293,44 @@ def _validated(
             checked[rank].model_copy(
                 update={
                     "step": final[index],
-                    "depends_on": sorted(number(ref, final) for ref in work[index].deps),
+                    "depends_on": sorted(_number(ref, final) for ref in work[index].deps),
                 }
             )
             for rank, index in enumerate(order)
         ),
     ]
+
+
+def _number(ref: Ref, numbers: dict[int, int]) -> int:
+    """A dependency's step number: a finished step's own, or the work step's in `numbers`."""
+    return ref[1] if ref[0] else numbers[ref[1]]
+
+
+def _numbered_draft(item: _Work, number: int, numbers: dict[int, int]) -> DraftStep:
+    deps = [_number(ref, numbers) for ref in item.deps]
+    return DraftStep(
+        item.draft.action, item.draft.required_arm, list(item.draft.acceptance_criteria),
+        deps, number, item.draft.estimated_cost_tier, item.draft.estimated_duration_seconds,
+    )  # fmt: skip
+
+
+def _final_numbers(
+    scope: ReplanScope, work: list[_Work], order: list[int], checked: list[PlanStep]
+) -> dict[int, int]:
+    """Work index -> final number: its previous one if unchanged, else the next above all."""
+    previous = {step.step: step for step in scope.previous}
+    final: dict[int, int] = {}
+    next_number = scope.highest + 1
+    for rank, index in enumerate(order):
+        deps = sorted(_number(ref, final) for ref in work[index].deps)
+        candidate = checked[rank].model_copy(update={"depends_on": deps})
+        old = _unchanged(candidate, work[index].draft.step, previous, scope, set(final.values()))
+        if old is not None:
+            final[index] = old
+        else:
+            final[index] = next_number
+            next_number += 1
+    return final
 
 
 def _unchanged(

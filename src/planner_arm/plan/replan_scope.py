@@ -78,6 +78,31 @@ def replan_scope(
     if counted and count >= limit:
         raise ReplanLimitReached(count, limit)
 
+    states = _known_states(previous, request)
+    _reject_finished_marked(request, states)
+    scope = ReplanScope(
+        previous=tuple(previous.plan),
+        states=states,
+        marked=frozenset(request.replan_steps),
+        reason=(request.reason or "").strip() or None,
+        partial=not previous.complete,
+        counted=counted,
+    )
+    _reject_orphans(scope)
+    next_stage = request.strategy == "iterative" and any(
+        state.status == "completed" for state in states.values()
+    )
+    if not scope.replaced and scope.reason is None and not next_stage:
+        raise ReplanRejected(
+            "nothing to replan: no step failed, none is marked in replan_steps, no reason is "
+            "given and no step completed for an iterative plan's next stage",
+            code="nothing_to_replan",
+        )
+    return scope
+
+
+def _known_states(previous: PlanResponse, request: ReplanRequest) -> dict[int, StepState]:
+    """The reported states by step number; rejects the request if it names an unknown step."""
     numbers = {step.step for step in previous.plan}
     states: dict[int, StepState] = {}
     unknown: list[dict[str, object]] = []
@@ -89,12 +114,17 @@ def replan_scope(
             unknown.append(_problem("unknown_step", number, f"step_states names step {key!r}"))
         else:
             states[number] = state
-    for number in dict.fromkeys(request.replan_steps):
-        if number not in numbers:
-            unknown.append(_problem("unknown_step", number, f"replan_steps names step {number}"))
+    unknown += [
+        _problem("unknown_step", number, f"replan_steps names step {number}")
+        for number in dict.fromkeys(request.replan_steps)
+        if number not in numbers
+    ]
     if unknown:
         _reject("unknown_step", unknown, f"the plan has steps {sorted(numbers)}")
+    return states
 
+
+def _reject_finished_marked(request: ReplanRequest, states: dict[int, StepState]) -> None:
     finished = [
         _problem("completed_step", number, f"step {number} is {states[number].status}")
         for number in dict.fromkeys(request.replan_steps)
@@ -103,20 +133,16 @@ def replan_scope(
     if finished:
         _reject("completed_step", finished, "completed and running steps are kept as they are")
 
-    scope = ReplanScope(
-        previous=tuple(previous.plan),
-        states=states,
-        marked=frozenset(request.replan_steps),
-        reason=(request.reason or "").strip() or None,
-        partial=not previous.complete,
-        counted=counted,
-    )
+
+def _reject_orphans(scope: ReplanScope) -> None:
+    """A step reported finished cannot depend on a step that is not."""
     kept = scope.finished
     orphans = [
         _problem(
             "inconsistent_step_states",
             step.step,
-            f"step {step.step} is {states[step.step].status} but depends on unfinished step {dep}",
+            f"step {step.step} is {scope.states[step.step].status} but depends on unfinished "
+            f"step {dep}",
         )
         for step in kept.values()
         for dep in step.depends_on
@@ -124,16 +150,6 @@ def replan_scope(
     ]
     if orphans:
         _reject("inconsistent_step_states", orphans, "a finished step needs finished inputs")
-    next_stage = request.strategy == "iterative" and any(
-        state.status == "completed" for state in states.values()
-    )
-    if not scope.replaced and scope.reason is None and not next_stage:
-        raise ReplanRejected(
-            "nothing to replan: no step failed, none is marked in replan_steps, no reason is "
-            "given and no step completed for an iterative plan's next stage",
-            code="nothing_to_replan",
-        )
-    return scope
 
 
 def counts_toward_limit(request: ReplanRequest) -> bool:

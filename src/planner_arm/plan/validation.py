@@ -124,26 +124,46 @@ def validate_plan(draft: DraftPlan, rules: PlanRules) -> ValidPlan:
         for pos, step in enumerate(draft.steps)
     ]
 
-    try:
-        order = _stable_topological_order([step.deps for step in work])
-    except CycleError as exc:
-        order = None
-        errors.insert(0, ("cycle", _describe_cycle(exc.args[1], ids)))
-
+    order = _order_or_cycle(work, ids, errors)
     n = len(work)
     last = order[-1] if order else n - 1
     needs_judge = rules.require_validation_step and (n == 0 or work[last].arm != JUDGE_ARM)
     count_error = _count_error(n, needs_judge, rules)
     if count_error:
         errors.append(("wrong_step_count", count_error))
-
-    if errors:
-        messages = [message for _, message in errors]
-        raise PlanValidationError("; ".join(messages), code=errors[0][0], errors=messages)
+    _raise_errors(errors)
     assert order is not None  # no cycle, or there would be an error
 
     number_of = {pos: new for new, pos in enumerate(order, 1)}
+    repairs.extend(_order_repairs(given, order, number_of, names))
+    steps = _plan_steps(draft, work, order, number_of)
+    _close_with_judge(steps, needs_judge, rules, repairs)
+    return ValidPlan(steps=steps, repairs=repairs)
+
+
+def _order_or_cycle(
+    work: list[_Step], ids: list[int | None], errors: list[tuple[str, str]]
+) -> list[int] | None:
+    """The steps' positions in dependency order, or None after putting a cycle first in errors."""
+    try:
+        return _stable_topological_order([step.deps for step in work])
+    except CycleError as exc:
+        errors.insert(0, ("cycle", _describe_cycle(exc.args[1], ids)))
+        return None
+
+
+def _raise_errors(errors: list[tuple[str, str]]) -> None:
+    if errors:
+        messages = [message for _, message in errors]
+        raise PlanValidationError("; ".join(messages), code=errors[0][0], errors=messages)
+
+
+def _order_repairs(
+    given: list[int | None], order: list[int], number_of: dict[int, int], names: list[str]
+) -> list[str]:
+    n = len(order)
     final = [number_of[pos] for pos in range(n)]
+    repairs = []
     # A step keeping its given number needs no entry, nor one whose number only changed
     # because it moved (`reordered` says so), nor one identified by position after duplicates.
     if final != given and given != list(range(1, n + 1)) and not _has_duplicates(given):
@@ -151,10 +171,15 @@ def validate_plan(draft: DraftPlan, rules: PlanRules) -> ValidPlan:
     if order != list(range(n)):
         moved = ", ".join(names[pos] for pos in order)
         repairs.append(repair("reordered", f"steps put in dependency order {moved}"))
+    return repairs
 
-    # The checks above already keep PlanStep's constraints, but full validation stays: with
+
+def _plan_steps(
+    draft: DraftPlan, work: list[_Step], order: list[int], number_of: dict[int, int]
+) -> list[PlanStep]:
+    # The checks already keep PlanStep's constraints, but full validation stays: with
     # pydantic-core it is faster than model_construct (about 1.6 us against 2.8 us a step).
-    steps = [
+    return [
         PlanStep(
             step=new,
             action=work[pos].action,
@@ -168,17 +193,26 @@ def validate_plan(draft: DraftPlan, rules: PlanRules) -> ValidPlan:
         )
         for new, pos in enumerate(order, 1)
     ]
+
+
+def _close_with_judge(
+    steps: list[PlanStep], needs_judge: bool, rules: PlanRules, repairs: list[str]
+) -> None:
+    """Append the final judge step, or make the model's one depend on every step."""
     if needs_judge:
+        given_count = len(steps)
         steps.append(judge_step(steps))
         sinks = ", ".join(map(str, steps[-1].depends_on)) or "none"
         repairs.append(
-            repair("judge_step_appended", f"step {n + 1} validates the results of steps {sinks}")
+            repair(
+                "judge_step_appended",
+                f"step {given_count + 1} validates the results of steps {sinks}",
+            )
         )
     elif rules.require_validation_step and rules.require_dependency_check:
         completed = complete_final_check(steps)
         if completed:
             repairs.append(completed)
-    return ValidPlan(steps=steps, repairs=repairs)
 
 
 def _identify(given: list[int | None], repairs: list[str]) -> list[int | None]:
@@ -231,7 +265,20 @@ def _check_step(
             )
         )
 
-    criteria = [text.strip() for text in step.acceptance_criteria]
+    kept = _kept_criteria(step.acceptance_criteria, label, repairs, errors)
+    deps = _dependency_positions(step.depends_on, pos, label, position_of, repairs)
+    cost = _cost_tier(step.estimated_cost_tier, arm if known_arm else None, label, repairs)
+    duration = _duration(
+        step.estimated_duration_seconds, arm if known_arm else None, label, repairs
+    )
+    # None is left only on a step with an unknown arm, which is already an error.
+    return _Step(action, arm, kept, deps, cost or MIN_COST_TIER, duration or MIN_DURATION_SECONDS)
+
+
+def _kept_criteria(
+    given: list[str], label: str, repairs: list[str], errors: list[tuple[str, str]]
+) -> list[str]:
+    criteria = [text.strip() for text in given]
     kept = [text for text in criteria if text]
     if not kept:
         errors.append(("missing_criteria", f"{label}: no non-empty acceptance criterion"))
@@ -239,9 +286,14 @@ def _check_step(
         repairs.append(
             repair("empty_criteria_dropped", f"{label}: dropped {len(criteria) - len(kept)} empty")
         )
+    return kept
 
+
+def _dependency_positions(
+    numbers: list[int], pos: int, label: str, position_of: dict[int, int], repairs: list[str]
+) -> list[int]:
     deps: list[int] = []
-    for number in step.depends_on:
+    for number in numbers:
         target = position_of.get(number)
         if target is None:
             repairs.append(repair("unknown_dependency", f"{label}: no step {number} to depend on"))
@@ -251,21 +303,33 @@ def _check_step(
             repairs.append(repair("duplicate_dependency", f"{label}: step {number} listed twice"))
         else:
             deps.append(target)
+    return deps
 
-    cost = step.estimated_cost_tier
-    if cost is None and known_arm:
-        cost = typical_cost_tier(arm)
-        repairs.append(repair("default_cost_tier", f"{label}: none given, used {cost} ({arm})"))
+
+def _cost_tier(
+    cost: int | None, known_arm: str | None, label: str, repairs: list[str]
+) -> int | None:
+    """The step's cost tier: the arm's typical one when none is given, clamped into range."""
+    if cost is None and known_arm is not None:
+        cost = typical_cost_tier(known_arm)
+        repairs.append(
+            repair("default_cost_tier", f"{label}: none given, used {cost} ({known_arm})")
+        )
     if cost is not None and not MIN_COST_TIER <= cost <= MAX_COST_TIER:
         clamped = min(max(cost, MIN_COST_TIER), MAX_COST_TIER)
         repairs.append(repair("cost_tier_clamped", f"{label}: {cost} -> {clamped}"))
         cost = clamped
+    return cost
 
-    duration = step.estimated_duration_seconds
-    if duration is None and known_arm:
-        duration = typical_duration_seconds(arm)
+
+def _duration(
+    duration: int | None, known_arm: str | None, label: str, repairs: list[str]
+) -> int | None:
+    """The step's duration: the arm's typical one when none is given, kept within a day."""
+    if duration is None and known_arm is not None:
+        duration = typical_duration_seconds(known_arm)
         repairs.append(
-            repair("default_duration", f"{label}: none given, used {duration} s ({arm})")
+            repair("default_duration", f"{label}: none given, used {duration} s ({known_arm})")
         )
     if duration is not None and duration < MIN_DURATION_SECONDS:
         repairs.append(repair("duration_floored", f"{label}: {duration} -> {MIN_DURATION_SECONDS}"))
@@ -273,9 +337,7 @@ def _check_step(
     elif duration is not None and duration > MAX_DURATION_SECONDS:
         repairs.append(repair("duration_capped", f"{label}: {duration} -> {MAX_DURATION_SECONDS}"))
         duration = MAX_DURATION_SECONDS
-
-    # None is left only on a step with an unknown arm, which is already an error.
-    return _Step(action, arm, kept, deps, cost or MIN_COST_TIER, duration or MIN_DURATION_SECONDS)
+    return duration
 
 
 def _stable_topological_order(deps: Sequence[Sequence[int]]) -> list[int]:

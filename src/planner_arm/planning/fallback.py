@@ -57,35 +57,15 @@ def fallback_plan(
     resolver: ArmResolver,
 ) -> DraftPlan:
     """A valid plan for `goal` from the templates of its parts, within the planning limits."""
-    pieces = goal_parts(goal)
-    with_check = planning.require_validation_step or "judge" in resolver.arm_ids
-    work_count = sum(len(kinds()[piece.kind].steps) - 1 for piece in pieces)
-    size = min(max(work_count + with_check, planning.min_steps), planning.max_steps)
-    with_check = with_check and (size > 1 or planning.require_validation_step)
-    if len(pieces) > max(size - with_check, 1):  # too few steps for a part each: one template
-        pieces = [GoalPart(goal, classify_goal(goal), goal_subject(goal))]
+    pieces, size, with_check = _sized(goal, planning, resolver)
     parts: list[_Part] = []
     for piece in pieces:
         parts.append(_part(piece, parts[-1] if parts else None))
     work = _chained(tuple(part.kind for part in parts))
     kept = _fit(work, size - with_check)
-    number = {key: index for index, (key, _, _) in enumerate(kept, 1)}
-    reach: dict[str, set[int]] = {}  # the kept steps a step stands for: itself, or its inputs
-    after: dict[str, list[int]] = {}
-    for key, _, step in [*work, *kept]:
-        after[key] = sorted(set().union(*(reach[name] for name in step.after)))
-        reach[key] = {number[key]} if key in number else set(after[key])
-    steps = [
-        _draft(step, number[key], _direct(after[key], after, kept), parts[index].fill, resolver)
-        for key, index, step in kept
-    ]
+    steps = _work_steps(work, kept, parts, resolver)
     if with_check:
-        needed = {dep for draft in steps for dep in draft.depends_on}
-        sinks = [index for index in range(1, len(steps) + 1) if index not in needed]
-        check = kinds()[parts[-1].kind].steps[-1]
-        earlier = tuple(kinds()[part.kind].steps[-1].criteria[0] for part in parts[:-1])
-        check = check._replace(criteria=(*earlier, *check.criteria))
-        steps.append(_draft(check, len(steps) + 1, sinks, parts[-1].fill, resolver))
+        steps.append(_final_check(steps, parts, resolver))
     _place_details(steps, kept, parts)
     _distinct_actions(steps)
     note, found = _context_note(context)
@@ -95,6 +75,50 @@ def fallback_plan(
     steps[-1].acceptance_criteria += [f"Constraint respected: {text}" for text in limits[:32]]
     return DraftPlan(steps, _rationale(parts, len(steps)), complexity_score=_complexity(
         parts, goal, len(limits[:5])))  # fmt: skip
+
+
+def _sized(
+    goal: str, planning: PlanningSettings, resolver: ArmResolver
+) -> tuple[list[GoalPart], int, bool]:
+    """The goal's parts, the plan's size and whether a final check ends it."""
+    pieces = goal_parts(goal)
+    with_check = planning.require_validation_step or "judge" in resolver.arm_ids
+    work_count = sum(len(kinds()[piece.kind].steps) - 1 for piece in pieces)
+    size = min(max(work_count + with_check, planning.min_steps), planning.max_steps)
+    with_check = with_check and (size > 1 or planning.require_validation_step)
+    if len(pieces) > max(size - with_check, 1):  # too few steps for a part each: one template
+        pieces = [GoalPart(goal, classify_goal(goal), goal_subject(goal))]
+    return pieces, size, with_check
+
+
+def _work_steps(
+    work: Sequence[tuple[str, int, Step]],
+    kept: list[tuple[str, int, Step]],
+    parts: list[_Part],
+    resolver: ArmResolver,
+) -> list[DraftStep]:
+    """The kept steps numbered 1..n, each waiting for the kept steps its inputs stand for."""
+    number = {key: index for index, (key, _, _) in enumerate(kept, 1)}
+    reach: dict[str, set[int]] = {}  # the kept steps a step stands for: itself, or its inputs
+    after: dict[str, list[int]] = {}
+    for key, _, step in [*work, *kept]:
+        after[key] = sorted(set().union(*(reach[name] for name in step.after)))
+        reach[key] = {number[key]} if key in number else set(after[key])
+    return [
+        _draft(step, number[key], _direct(after[key], after, kept), parts[index].fill, resolver)
+        for key, index, step in kept
+    ]
+
+
+def _final_check(steps: list[DraftStep], parts: list[_Part], resolver: ArmResolver) -> DraftStep:
+    """The last part's check, also checking what the earlier parts' checks would have, after
+    every step that no other waits for."""
+    needed = {dep for draft in steps for dep in draft.depends_on}
+    sinks = [index for index in range(1, len(steps) + 1) if index not in needed]
+    check = kinds()[parts[-1].kind].steps[-1]
+    earlier = tuple(kinds()[part.kind].steps[-1].criteria[0] for part in parts[:-1])
+    check = check._replace(criteria=(*earlier, *check.criteria))
+    return _draft(check, len(steps) + 1, sinks, parts[-1].fill, resolver)
 
 
 def _direct(
@@ -115,15 +139,7 @@ def _direct(
 def _part(piece: GoalPart, before: _Part | None) -> _Part:
     """One part's template fill: its subject (or the product of the part before) and details."""
     subject = piece.subject
-    # A subject in another script reads better quoted than after "the".
-    foreign = any(char.isalpha() and not char.isascii() for char in subject)
-    if subject:
-        the = f'"{subject}"' if foreign else f"the {subject}"
-    elif before is not None:
-        the = _PRODUCT.get(before.kind, "{the}").format_map(before.fill)
-    else:
-        the = "the task"
-    named = any(clean(word) in DOC_NOUNS for word in subject.split())
+    the = _the(subject, before)
     clause = clip(
         next(filter(has_word, CLAUSE_END.split(piece.text[:1000])), ""), GOAL_ACTION_CHARS
     )
@@ -132,6 +148,7 @@ def _part(piece: GoalPart, before: _Part | None) -> _Part:
     found = goal_details(piece.text)
     known = the.lower()
     details = GoalDetails(*(tuple(d for d in kind if d.lower() not in known) for kind in found))
+    named = any(clean(word) in DOC_NOUNS for word in subject.split())
     paths = " and ".join(details.paths)
     fill = {
         "the": the,
@@ -145,6 +162,18 @@ def _part(piece: GoalPart, before: _Part | None) -> _Part:
         "refs": _phrase(" ({})", (*details.tickets, *details.urls)),
     }
     return _Part(piece.kind, fill, details)
+
+
+def _the(subject: str, before: _Part | None) -> str:
+    """How the part's steps name what it is about."""
+    if not subject:
+        if before is None:
+            return "the task"
+        return _PRODUCT.get(before.kind, "{the}").format_map(before.fill)
+    # A subject in another script reads better quoted than after "the".
+    if any(char.isalpha() and not char.isascii() for char in subject):
+        return f'"{subject}"'
+    return f"the {subject}"
 
 
 def _phrase(pattern: str, items: Sequence[str], joiner: str = ", ") -> str:
@@ -205,21 +234,26 @@ def _place_details(
         mine = [steps[n] for n, entry in enumerate(kept) if entry[1] == index]
         if index == len(parts) - 1 and len(steps) > len(kept):
             mine.append(steps[-1])
-        text = " ".join(step.action.lower() for step in mine)
-        missing = GoalDetails(
-            *(tuple(d for d in kind if d.lower() not in text) for kind in part.details)
-        )
-        if not missing.all():
-            continue
-        main = [
-            steps[n] for n, entry in enumerate(kept) if entry[1] == index and entry[2].keep == 0
-        ]
-        target = (main or mine or steps)[0]
-        target.action += (
-            _phrase(" in {}", missing.environments, " and ")
-            + _phrase(" in {}", missing.paths, " and ")
-            + _phrase(" ({})", (*missing.versions, *missing.tickets, *missing.urls))
-        )
+        missing = _not_named(part.details, mine)
+        if missing.all():
+            main = [
+                steps[n] for n, entry in enumerate(kept) if entry[1] == index and entry[2].keep == 0
+            ]
+            (main or mine or steps)[0].action += _details_phrase(missing)
+
+
+def _not_named(details: GoalDetails, steps: list[DraftStep]) -> GoalDetails:
+    """The details that none of the steps' actions names."""
+    text = " ".join(step.action.lower() for step in steps)
+    return GoalDetails(*(tuple(d for d in kind if d.lower() not in text) for kind in details))
+
+
+def _details_phrase(details: GoalDetails) -> str:
+    return (
+        _phrase(" in {}", details.environments, " and ")
+        + _phrase(" in {}", details.paths, " and ")
+        + _phrase(" ({})", (*details.versions, *details.tickets, *details.urls))
+    )
 
 
 def _distinct_actions(steps: list[DraftStep]) -> None:

@@ -72,32 +72,48 @@ def goal_details(text: str) -> GoalDetails:
     text = text[:2000]
     urls = [match.group().rstrip(_EDGE) for match in _URL.finditer(text)]
     rest = _URL.sub(" ", text)
-    tickets = [
+    paths, without_paths = _split_paths(rest)
+    return GoalDetails(
+        _unique(_environments(without_paths)),
+        _unique(_versions(without_paths)),
+        _unique(paths),
+        _unique(urls),
+        _unique(_tickets(rest)),
+    )
+
+
+def _tickets(text: str) -> list[str]:
+    return [
         match.group()
-        for match in _TICKET.finditer(rest)
+        for match in _TICKET.finditer(text)
         if match.group().split("-")[0].lower() not in _NOT_TICKETS
     ]
-    tokens = [token.strip(_EDGE) for token in rest.split()]
-    is_path = [("/" in token or "." in token) and _is_path(token) for token in tokens]
+
+
+def _split_paths(text: str) -> tuple[list[str], str]:
+    """The paths and file names in `text`, and the text without them."""
+    tokens = [token.strip(_EDGE) for token in text.split()]
     is_path = [
-        found or token.lower() in _BARE_FILES for found, token in zip(is_path, tokens, strict=True)
+        (("/" in token or "." in token) and _is_path(token)) or token.lower() in _BARE_FILES
+        for token in tokens
     ]
     paths = [token for token, found in zip(tokens, is_path, strict=True) if found]
-    without_paths = " ".join(
-        token for token, found in zip(tokens, is_path, strict=True) if not found
-    )
-    environments = [
+    rest = " ".join(token for token, found in zip(tokens, is_path, strict=True) if not found)
+    return paths, rest
+
+
+def _environments(text: str) -> list[str]:
+    named = [
         token
-        for token in (part.strip(_EDGE) for part in without_paths.split())
+        for token in (part.strip(_EDGE) for part in text.split())
         if token.lower() in _ENVIRONMENTS
     ]
-    environments += [match.group() for match in _REGION.finditer(without_paths)]
-    versions = [
-        _version(match.group()) for match in _VERSION.finditer(_REGION.sub(" ", without_paths))
-    ]
-    return GoalDetails(
-        _unique(environments), _unique(versions), _unique(paths), _unique(urls), _unique(tickets)
-    )
+    return named + [match.group() for match in _REGION.finditer(text)]
+
+
+def _versions(text: str) -> list[str]:
+    # A region's digits ("us-east-1") are no version.
+    return [_version(match.group()) for match in _VERSION.finditer(_REGION.sub(" ", text))]
 
 
 def _version(found: str) -> str:

@@ -80,15 +80,35 @@ def goal_parts(goal: str) -> list[GoalPart]:
     ("fix the bug and add tests": the bug-fix plan writes tests anyway).
     """
     text = goal[:1000]
+    spans = _pieces(text)
+    if len(spans) == 1:
+        return [GoalPart(goal, classify_goal(goal), goal_subject(goal))]
+    found = _grouped(text, spans)
+    if len(found) <= 1:
+        return [GoalPart(goal, classify_goal(goal), goal_subject(goal))]
+    parts: list[GoalPart] = []
+    for start, end, first_end, kind in found:
+        subject = goal_subject(text[start:first_end])
+        parts.append(
+            GoalPart(text[start:end], kind, "" if parts and _refers_back(subject) else subject)
+        )
+    return parts
+
+
+def _pieces(text: str) -> list[tuple[int, int]]:
+    """The spans between the places where a compound goal's parts may meet."""
     spans: list[tuple[int, int]] = []
     start = 0
     for cut in [*_THEN.finditer(text), None]:
         end = cut.start() if cut else len(text)
         spans.extend(_split_at_verbs(text, start, end))
         start = cut.end() if cut else end
-    if len(spans) == 1:
-        return [GoalPart(goal, classify_goal(goal), goal_subject(goal))]
-    found: list[tuple[int, int, int, str]] = []  # the part's start, its end, first piece's end
+    return spans
+
+
+def _grouped(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int, int, str]]:
+    """The pieces joined into parts: each part's start, its end, its first piece's end, kind."""
+    found: list[tuple[int, int, int, str]] = []
     for start, end in (span for span in spans if has_word(text[span[0] : span[1]])):
         piece = text[start:end]
         if found and (len(found) == MAX_PARTS or _only_tests(piece)):
@@ -99,15 +119,7 @@ def goal_parts(goal: str) -> list[GoalPart]:
             found[-1] = (*found[-1][:1], end, *found[-1][2:])
         else:
             found.append((start, end, end, kind))
-    if len(found) <= 1:
-        return [GoalPart(goal, classify_goal(goal), goal_subject(goal))]
-    parts: list[GoalPart] = []
-    for start, end, first_end, kind in found:
-        subject = goal_subject(text[start:first_end])
-        parts.append(
-            GoalPart(text[start:end], kind, "" if parts and _refers_back(subject) else subject)
-        )
-    return parts
+    return found
 
 
 def _split_at_verbs(text: str, start: int, end: int) -> list[tuple[int, int]]:
@@ -164,8 +176,21 @@ def clean(word: str) -> str:
 def _subject_of(raw: list[str]) -> str:
     raw = raw[:40]
     cleaned = [*map(clean, raw), ""]
+    kept = _subject_words(cleaned, _subject_start(cleaned))
+    while kept and cleaned[kept[-1]] in _TRAILING:
+        kept.pop()
+    text = " ".join(raw[index] for index in kept).strip(" ,.;:!?-–—'\"")
+    text = clip(text, SUBJECT_CHARS).rstrip(" ,.;:")
+    return text if has_word(text) else ""
+
+
+def _subject_start(cleaned: list[str]) -> int:
+    """Where the subject may start: after the leading fillers, determiners and verb.
+
+    `cleaned` ends with an extra "" so that the word after the last can be looked at.
+    """
     position, verb_allowed = 0, True  # one leading verb, or one more after "and"
-    while position < len(raw):
+    while position < len(cleaned) - 1:
         word = cleaned[position]
         if word in _VERBS and verb_allowed:
             verb_allowed = False
@@ -175,8 +200,15 @@ def _subject_of(raw: list[str]) -> str:
             position += 1
         else:
             break
+    return position
+
+
+def _subject_words(cleaned: list[str], start: int) -> list[int]:
+    """The indexes of the subject's words: up to a verb after a joiner ("the CLI and deploy
+    it"), or a cut word ("for", "to", ...) unless only generic heads came before it
+    ("documentation for the CLI" is about the CLI)."""
     kept: list[int] = []
-    for index in range(position, len(raw)):
+    for index in range(start, len(cleaned) - 1):
         word = cleaned[index]
         if kept and word in _JOINERS and cleaned[index + 1] in _VERBS:
             break
@@ -186,11 +218,7 @@ def _subject_of(raw: list[str]) -> str:
             kept = []
         elif word and (kept or word not in _DETERMINERS) and len(kept) < SUBJECT_WORDS:
             kept.append(index)
-    while kept and cleaned[kept[-1]] in _TRAILING:
-        kept.pop()
-    text = " ".join(raw[index] for index in kept).strip(" ,.;:!?-–—'\"")
-    text = clip(text, SUBJECT_CHARS).rstrip(" ,.;:")
-    return text if has_word(text) else ""
+    return kept
 
 
 def has_word(text: str) -> bool:
