@@ -32,14 +32,6 @@ MAX_MODULE_LINES = 600
 # Radon's default count: one, plus one per branch, loop, except, boolean operator,
 # comprehension clause and assert. Above this a function no longer fits in a reader's head.
 MAX_COMPLEXITY = 15
-# Known exceptions, allowed over MAX_COMPLEXITY only until they are rewritten. An entry fails
-# the test once its function is within the limit (or gone), so the list only ever shrinks.
-KNOWN_COMPLEX = frozenset(
-    {
-        "AttemptLoop._ask_models",  # planning/attempts.py
-        "InputFiller._ask",  # planning/specialize.py
-    }
-)
 
 
 def _modules() -> dict[str, Path]:
@@ -158,11 +150,7 @@ def test_no_function_is_more_complex_than_the_limit() -> None:
         for name, complexity in _functions(cc_visit(path.read_text()))
         if complexity > MAX_COMPLEXITY
     }
-    unexpected = [
-        f"{module}: {name} ({complexity})"
-        for (module, name), complexity in sorted(over.items())
-        if name not in KNOWN_COMPLEX
+    too_complex = [
+        f"{module}: {name} ({complexity})" for (module, name), complexity in sorted(over.items())
     ]
-    assert unexpected == [], f"split these functions to complexity {MAX_COMPLEXITY} or less"
-    within = sorted(KNOWN_COMPLEX - {name for _, name in over})
-    assert within == [], "within the limit now: take them off KNOWN_COMPLEX"
+    assert too_complex == [], f"split these functions to complexity {MAX_COMPLEXITY} or less"
