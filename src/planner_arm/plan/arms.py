@@ -15,15 +15,18 @@ from dataclasses import dataclass
 
 from planner_arm.config_sections import ArmSpec
 from planner_arm.plan.draft import repair
-from planner_arm.plan.lexicon import STEM_ONLY, Lexicon, stem, words
-from planner_arm.plan.vocabulary import (
+from planner_arm.plan.lexicon import (
     ARTICLES,
     GENERIC_VERBS,
     LEAD_FILLERS,
     OBJECTS_BY_ARM,
     SCREENING_VERBS,
+    STEM_ONLY,
     STOPWORDS,
     VERBS_BY_ARM,
+    Lexicon,
+    stem,
+    words,
 )
 
 # Equal scores go to the arm earlier here: does the step write code, look something up, run

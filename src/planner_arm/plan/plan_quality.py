@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from planner_arm.plan.lexicon import stem, word_set, words
+from planner_arm.plan.lexicon import STOPWORDS, stem, word_set, words
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.plan.vocabulary import STOPWORDS
 
 # Words that say how a constraint applies, not what it is about ("do not touch the schema"
 # is about the schema); a plan need not repeat them.

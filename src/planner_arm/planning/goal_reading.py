@@ -11,8 +11,7 @@ import re
 from functools import cache
 from typing import NamedTuple
 
-from planner_arm.plan.lexicon import Lexicon, stem, word_set, words
-from planner_arm.plan.vocabulary import GENERIC_VERBS, LEAD_FILLERS
+from planner_arm.plan.lexicon import GENERIC_VERBS, LEAD_FILLERS, Lexicon, stem, word_set, words
 from planner_arm.planning.fallback_templates import kinds
 from planner_arm.planning.goal_details import goal_details
 
