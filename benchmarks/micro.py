@@ -21,7 +21,7 @@ from planner_arm.pipeline.assembly import assemble_response
 from planner_arm.pipeline.normalise import normalise_plan
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.spend import Spend
+from planner_arm.plan.budget import Spend
 from planner_arm.plan.validation import PlanRules, validate_plan
 from planner_arm.planning.fallback import fallback_plan
 

@@ -15,7 +15,7 @@ from planner_arm.errors import LLMTransientError
 from planner_arm.llm.client import LLMClient
 from planner_arm.llm.guarded import GuardedLLM
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.plan.spend import Spend
+from planner_arm.plan.budget import Spend
 from support.app import FakeClock, make_settings
 
 MODEL = "gpt-3.5-turbo"

@@ -10,13 +10,13 @@ from planner_arm.errors import BudgetExceeded
 from planner_arm.pipeline.assembly import assemble_response
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import (
+    Spend,
     budget_problems,
     call_within_budget,
     describe_budget,
     estimate_call_usd,
 )
 from planner_arm.plan.schemas import Budget, PlanStep
-from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.budget_fit import budgeted_fallback
 from support.app import make_settings

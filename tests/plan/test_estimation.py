@@ -9,6 +9,7 @@ from graphlib import CycleError
 import pytest
 
 from planner_arm.config_sections import Price
+from planner_arm.plan.budget import llm_cost_usd, price_for
 from planner_arm.plan.estimation import (
     complexity_score,
     critical_path_duration,
@@ -17,7 +18,6 @@ from planner_arm.plan.estimation import (
     total_duration,
 )
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.plan.spend import llm_cost_usd, price_for
 
 
 def step(

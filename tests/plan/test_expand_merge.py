@@ -8,7 +8,7 @@ import pytest
 
 from planner_arm.errors import ExpandRejected
 from planner_arm.plan.estimation import critical_path_duration, parallel_stages
-from planner_arm.plan.expand_merge import expandable_step, splice, surroundings
+from planner_arm.plan.hierarchy import expandable_step, splice, surroundings
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.validation import PlanRules
 from support.app import good_plan, make_settings

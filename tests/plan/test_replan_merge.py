@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from planner_arm.errors import PlanValidationError, ReplanLimitReached, ReplanRejected
 from planner_arm.pipeline.assembly import assemble_response, validated_response
 from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.budget import Spend
 from planner_arm.plan.draft import DraftPlan, DraftStep
 from planner_arm.plan.edited import check_edited_plan
 from planner_arm.plan.replan_merge import MergedPlan, merge_replan, plan_diff
@@ -22,7 +23,6 @@ from planner_arm.plan.replan_rules import rule_based_replan
 from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.replan_scope import ReplanScope, replan_scope
 from planner_arm.plan.schemas import PlanResponse
-from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import PlanRules, ValidPlan
 from support.app import good_plan, make_settings
 from support.invariants import assert_valid_plan

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from planner_arm.pipeline.assembly import assemble_response
+from planner_arm.plan.budget import Spend
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.plan.spend import Spend
 from planner_arm.plan.step_detail import step_detail
 from planner_arm.plan.validation import PlanRules, validate_plan
 from support.app import make_settings

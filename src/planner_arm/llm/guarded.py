@@ -17,7 +17,7 @@ from planner_arm.llm.client import AnswerSchema, Completion, LLMClient
 from planner_arm.llm.prompts import Message
 from planner_arm.llm.streamed import AnswerSink
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.plan.spend import Spend, llm_cost_usd
+from planner_arm.plan.budget import Spend, llm_cost_usd
 
 # Rejections that say the model (or our key for it) is unusable, not that this request is bad.
 _MODEL_DOWN_CODES = frozenset({"auth_failed", "forbidden", "model_not_found"})

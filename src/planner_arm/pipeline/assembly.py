@@ -9,6 +9,7 @@ from collections.abc import Callable
 from planner_arm.pipeline.normalise import normalise_plan
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.budget import Spend
 from planner_arm.plan.draft import DraftPlan, repair, repair_code, split_note
 from planner_arm.plan.edited import NOTE_CODES, EditCheck
 from planner_arm.plan.estimation import (
@@ -25,7 +26,6 @@ from planner_arm.plan.schemas import (
     PlanResponse,
     PlanSource,
 )
-from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import ValidPlan
 
 _RATIONALE_GOAL_CHARS = 120

@@ -32,9 +32,8 @@ from planner_arm.llm.prompts import Message, with_repair
 from planner_arm.llm.retry import Next, RetryPolicy
 from planner_arm.llm.streamed import AnswerSink
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.plan.budget import estimate_call_usd
-from planner_arm.plan.plan_quality import QualityProblem
-from planner_arm.plan.spend import Spend, price_for
+from planner_arm.plan.budget import Spend, estimate_call_usd, price_for
+from planner_arm.plan.quality import QualityProblem
 
 T = TypeVar("T")
 

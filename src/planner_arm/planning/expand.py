@@ -23,15 +23,13 @@ from planner_arm.llm.prompts import initial_messages
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.budget import budget_figures, budget_problems, describe_budget
+from planner_arm.plan.budget import Spend, budget_figures, budget_problems, describe_budget
 from planner_arm.plan.draft import DraftPlan
-from planner_arm.plan.expand_merge import expandable_step, splice, surroundings
 from planner_arm.plan.expand_schemas import ExpandRequest
 from planner_arm.plan.final_check import JUDGE_ARM
-from planner_arm.plan.hierarchy import expanded_tree, leaf_id
+from planner_arm.plan.hierarchy import expandable_step, expanded_tree, leaf_id, splice, surroundings
 from planner_arm.plan.replan_merge import plan_diff
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep
-from planner_arm.plan.spend import Spend
 from planner_arm.plan.step_detail import step_detail
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
 from planner_arm.planning.attempts import AnswerPath, ModelFailure, Question

@@ -17,11 +17,10 @@ from planner_arm.llm.client import Completion
 from planner_arm.llm.prompts import PROMPT_VERSION, initial_messages, user_prompt
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.budget import check_answer_budget, describe_budget
+from planner_arm.plan.budget import Spend, check_answer_budget, describe_budget
 from planner_arm.plan.draft import DraftPlan
-from planner_arm.plan.plan_quality import QualityProblem, checked_prohibitions, quality_problems
+from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quality_problems
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
-from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
 from planner_arm.planning.attempts import AnswerPath, PlanListener, Question, Sourced
 from planner_arm.planning.budget_fit import RuleBasedPlanner

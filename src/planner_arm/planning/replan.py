@@ -18,7 +18,7 @@ from planner_arm.llm.prompts import initial_messages
 from planner_arm.llm.replan_prompts import REPLAN_PROMPT_VERSION, replan_user_prompt
 from planner_arm.pipeline.assembly import read_plan_answer
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.budget import budget_figures, budget_problems, describe_budget
+from planner_arm.plan.budget import Spend, budget_figures, budget_problems, describe_budget
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.iterative_stage import closing_stage
 from planner_arm.plan.partial_plan import extended, rest_of
@@ -27,7 +27,6 @@ from planner_arm.plan.replan_rules import rule_based_replan
 from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.replan_scope import ReplanScope, replan_scope
 from planner_arm.plan.schemas import PlanResponse
-from planner_arm.plan.spend import Spend
 from planner_arm.plan.validation import PlanRules, ValidPlan
 from planner_arm.planning.attempts import AnswerPath, Question, Sourced
 from planner_arm.planning.budget_fit import RuleBasedPlanner

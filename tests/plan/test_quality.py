@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner_arm.llm.prompts import example_texts
-from planner_arm.plan.plan_quality import (
+from planner_arm.plan.quality import (
     checked_prohibitions,
     is_prohibition,
     quality_problems,
