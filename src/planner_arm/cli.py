@@ -251,7 +251,7 @@ def validate(
 
 
 def _validate_here(steps: Any, fix: bool) -> Any:
-    from planner_arm.plan.validate_schemas import ValidateRequest
+    from planner_arm.plan.endpoint_schemas import ValidateRequest
 
     body = ValidateRequest(plan=steps, fix=fix)
 
@@ -333,7 +333,7 @@ def _remote_replan(
 
 
 def _replan_here(goal: str, previous: Any, fields: dict[str, Any]) -> PlanResponse:
-    from planner_arm.plan.replan_schemas import ReplanRequest
+    from planner_arm.plan.endpoint_schemas import ReplanRequest
 
     request = ReplanRequest(goal=goal, previous=previous, **fields)
     return run_in_process(lambda service: service.plans.replan(request, "cli"))

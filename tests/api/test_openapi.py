@@ -11,10 +11,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from planner_arm.plan.endpoint_schemas import (
+    CapabilitiesResponse,
+    HealthResponse,
+    ReadyResponse,
+    SpecializeResponse,
+    ValidateResponse,
+)
 from planner_arm.plan.schemas import ErrorResponse, PlanResponse
-from planner_arm.plan.service_schemas import CapabilitiesResponse, HealthResponse, ReadyResponse
-from planner_arm.plan.specialize_schemas import SpecializeResponse
-from planner_arm.plan.validate_schemas import ValidateResponse
 from support.app import make_settings, running_app
 
 OPERATIONS = {

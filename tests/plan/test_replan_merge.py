@@ -18,9 +18,9 @@ from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend
 from planner_arm.plan.draft import DraftPlan, DraftStep
 from planner_arm.plan.edited import check_edited_plan
+from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.replan_merge import MergedPlan, merge_replan, plan_diff
 from planner_arm.plan.replan_rules import rule_based_replan
-from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.replan_scope import ReplanScope, replan_scope
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.validation import PlanRules, ValidPlan

@@ -12,7 +12,7 @@ import pytest
 import respx
 
 from planner_arm.errors import ReplanLimitReached, ReplanRejected
-from planner_arm.plan.replan_schemas import ReplanRequest
+from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from support.app import FakeClock, answer, good_plan
 from support.factories import make_service

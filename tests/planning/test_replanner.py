@@ -14,7 +14,7 @@ from planner_arm.errors import BudgetExceeded, PlanningFailed, ReplanRejected
 from planner_arm.pipeline.assembly import validated_response
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.edited import check_edited_plan
-from planner_arm.plan.replan_schemas import ReplanRequest
+from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.wiring import Service

@@ -28,17 +28,19 @@ from planner_arm.config import Settings
 from planner_arm.errors import NotReady
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE
 from planner_arm.plan.arm_inputs import input_schema
-from planner_arm.plan.expand_schemas import ExpandRequest
-from planner_arm.plan.replan_schemas import ReplanRequest
-from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_for
-from planner_arm.plan.service_schemas import (
+from planner_arm.plan.endpoint_schemas import (
     ArmInfo,
     CapabilitiesResponse,
+    ExpandRequest,
     HealthResponse,
     ReadyResponse,
+    ReplanRequest,
+    SpecializeRequest,
+    SpecializeResponse,
+    ValidateRequest,
+    ValidateResponse,
 )
-from planner_arm.plan.specialize_schemas import SpecializeRequest, SpecializeResponse
-from planner_arm.plan.validate_schemas import ValidateRequest, ValidateResponse
+from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_for
 from planner_arm.planning.stream import PlanStream
 from planner_arm.planning.wiring import service_version
 

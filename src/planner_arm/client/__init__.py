@@ -28,11 +28,14 @@ from planner_arm.client.errors import (
 )
 from planner_arm.client.events import PlanEvent
 from planner_arm.client.sync_client import PlannerClient
-from planner_arm.plan.replan_schemas import StepState
+from planner_arm.plan.endpoint_schemas import (
+    CapabilitiesResponse,
+    HealthResponse,
+    SpecializeResponse,
+    StepState,
+    ValidateResponse,
+)
 from planner_arm.plan.schemas import Budget, PlanResponse, PlanStep
-from planner_arm.plan.service_schemas import CapabilitiesResponse, HealthResponse
-from planner_arm.plan.specialize_schemas import SpecializeResponse
-from planner_arm.plan.validate_schemas import ValidateResponse
 
 __all__ = [
     "AsyncPlannerClient",

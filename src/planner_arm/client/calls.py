@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from planner_arm.plan.replan_schemas import StepState
+from planner_arm.plan.endpoint_schemas import StepState
 from planner_arm.plan.schemas import Budget, PlanResponse, PlanStep, Strategy
 
 # A step's state: the model, its JSON, or just its status ("completed", "failed", ...).

@@ -15,10 +15,13 @@ from planner_arm.client.calls import Call, PlanLike, StepStateLike
 from planner_arm.client.errors import PlannerError, error_from_body
 from planner_arm.client.events import ERROR, SSE_TYPE, PlanEvent, read_events
 from planner_arm.client.retry import RetryPolicy
+from planner_arm.plan.endpoint_schemas import (
+    CapabilitiesResponse,
+    HealthResponse,
+    SpecializeResponse,
+    ValidateResponse,
+)
 from planner_arm.plan.schemas import Budget, PlanResponse, PlanStep, Strategy
-from planner_arm.plan.service_schemas import CapabilitiesResponse, HealthResponse
-from planner_arm.plan.specialize_schemas import SpecializeResponse
-from planner_arm.plan.validate_schemas import ValidateResponse
 
 
 class PlannerClient:

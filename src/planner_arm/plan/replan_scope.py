@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 
 from planner_arm.errors import ReplanLimitReached, ReplanRejected
-from planner_arm.plan.replan_schemas import FINISHED_STATUSES, ReplanRequest, StepState
+from planner_arm.plan.endpoint_schemas import FINISHED_STATUSES, ReplanRequest, StepState
 from planner_arm.plan.schemas import PlanResponse, PlanStep
 
 _STEP_KEY = re.compile(r"[1-9][0-9]{0,8}")

@@ -20,11 +20,11 @@ from planner_arm.pipeline.assembly import read_plan_answer
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend, budget_figures, budget_problems, describe_budget
 from planner_arm.plan.draft import DraftPlan
+from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.iterative_stage import closing_stage
 from planner_arm.plan.partial_plan import extended, rest_of
 from planner_arm.plan.replan_merge import merge_replan, plan_diff
 from planner_arm.plan.replan_rules import rule_based_replan
-from planner_arm.plan.replan_schemas import ReplanRequest
 from planner_arm.plan.replan_scope import ReplanScope, replan_scope
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.validation import PlanRules, ValidPlan

@@ -21,11 +21,16 @@ from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import validated_response, with_warning
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.edited import check_edited_plan
-from planner_arm.plan.expand_schemas import ExpandRequest
-from planner_arm.plan.replan_schemas import ReplanRequest
+from planner_arm.plan.endpoint_schemas import (
+    ExpandRequest,
+    ReplanRequest,
+    SpecializeRequest,
+    SpecializeResponse,
+    ValidateRequest,
+    ValidateResponse,
+    ValidationProblem,
+)
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
-from planner_arm.plan.specialize_schemas import SpecializeRequest, SpecializeResponse
-from planner_arm.plan.validate_schemas import ValidateRequest, ValidateResponse, ValidationProblem
 from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.attempts import PlanListener
 from planner_arm.planning.cache import CachingPlanner

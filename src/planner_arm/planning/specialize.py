@@ -29,10 +29,10 @@ from planner_arm.pipeline.assembly import notes as notes_of
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arm_inputs import check_input, input_model, input_schema
 from planner_arm.plan.budget import Spend
+from planner_arm.plan.endpoint_schemas import SpecializeResponse
 from planner_arm.plan.input_refs import earlier_of, earlier_steps
 from planner_arm.plan.input_rules import rule_input
 from planner_arm.plan.schemas import Budget, EstimatedCost, PlanNote, PlanResponse, PlanStep
-from planner_arm.plan.specialize_schemas import SpecializeResponse
 from planner_arm.planning.attempts import ModelAnswer, ModelChain, Question
 
 InputSource = Literal["llm", "rule"]
