@@ -73,8 +73,9 @@ class Unauthorized(RequestRejected):
 
 class ReplanRejected(RequestRejected):
     """422. `code`: unknown_step (a state or mark names no step of the plan), completed_step
-    (a completed or running step is marked), nothing_to_replan (nothing failed, nothing marked,
-    no reason). `errors` lists each problem as {"code", "message", "step"}."""
+    (a completed or running step is marked), inconsistent_step_states (a finished step whose
+    inputs are not finished), nothing_to_replan (nothing failed, nothing marked, no reason).
+    `errors` lists each problem as {"code", "message", "step"}."""
 
     code = "invalid_replan"
 
@@ -209,15 +210,22 @@ class StoreUnavailable(PlannerError):
 
 class ExpandRejected(ReplanRejected):
     """422 from /plan/expand. `code`: unknown_step (the plan has no such step),
-    step_not_expandable (the plan's final check), plan_too_large (no room for a sub-plan)."""
+    step_not_expandable (the plan's final check), plan_too_large (no room for a sub-plan),
+    invalid_previous (the plan sent back has repeated numbers, unknown dependencies or a
+    cycle)."""
 
     code = "invalid_expand"
 
 
 # Codes raised with `code=` on a class whose own code is another: their status is the class's.
 _CODES_OF_CLASS: dict[type[PlannerError], tuple[str, ...]] = {
-    ReplanRejected: ("unknown_step", "completed_step", "nothing_to_replan"),
-    ExpandRejected: ("step_not_expandable", "plan_too_large"),
+    ReplanRejected: (
+        "unknown_step",
+        "completed_step",
+        "inconsistent_step_states",
+        "nothing_to_replan",
+    ),
+    ExpandRejected: ("step_not_expandable", "plan_too_large", "invalid_previous"),
     NotReady: ("shutting_down",),
 }
 
