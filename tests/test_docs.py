@@ -43,18 +43,11 @@ VALIDATE_TABLE = "Validation error codes"
 
 
 def http_status(error_class: type[error_module.PlannerError], code: str) -> int:
-    """The HTTP status the service answers an `error_class` error carrying `code` with.
-
-    The one place that knows where the status lives: today `status_for` in the API's error
-    module. Once each class carries it (say a `status` class attribute), this becomes
-    `return error_class.status` (with a look at `code` for a class whose status depends on it).
-    """
-    from planner_arm.api.errors import status_for
-
-    error = error_class.__new__(error_class)  # no __init__: some need figures, counts
-    error.code = code
-    error.detail = ""
-    return status_for(error)
+    """The HTTP status the service answers an `error_class` error carrying `code` with: the
+    class's own, except for PlanningFailed, whose status its code picks."""
+    if error_class is error_module.PlanningFailed:
+        return error_module.PlanningFailed.STATUS_BY_CODE.get(code, 503)
+    return error_class.http_status
 
 
 # --- Markdown ---------------------------------------------------------------------------
