@@ -203,7 +203,7 @@ async def test_expanding_a_specialized_plan_leaves_no_input_naming_the_replaced_
     """The steps after the replaced one read its output; once it is gone their inputs are
     made again, and the new steps get one too: every input of the answer holds."""
     from planner_arm.plan.arm_inputs import check_input
-    from planner_arm.plan.input_refs import earlier_steps
+    from planner_arm.plan.input_refs import ancestors_of_each
     from planner_arm.plan.schemas import PlanStep
 
     async with running_app(make_settings(llm=False)) as client:
@@ -222,7 +222,7 @@ async def test_expanding_a_specialized_plan_leaves_no_input_naming_the_replaced_
         assert response.status_code == 200, response.text
         body = response.json()
         assert_expanded(body)
-        earlier = earlier_steps([PlanStep.model_validate(s) for s in body["plan"]])
+        earlier = ancestors_of_each([PlanStep.model_validate(s) for s in body["plan"]])
         for step in body["plan"]:
             assert step["input"] is not None, step
             check_input(step["required_arm"], step["input"], earlier[step["step"]])

@@ -11,7 +11,7 @@ import httpx
 import respx
 
 from planner_arm.plan.arm_inputs import check_input, input_schema
-from planner_arm.plan.input_refs import earlier_steps
+from planner_arm.plan.input_refs import ancestors_of_each
 from planner_arm.plan.schemas import PlanStep
 from support.app import answer, good_plan, make_settings, running_app
 from support.invariants import assert_error_body, assert_valid_plan, sample
@@ -22,7 +22,7 @@ GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No sche
 
 def assert_inputs_valid(plan: dict[str, Any]) -> None:
     steps = [PlanStep.model_validate(item) for item in plan["plan"]]
-    earlier = earlier_steps(steps)
+    earlier = ancestors_of_each(steps)
     for item in steps:
         assert item.input is not None, item
         assert check_input(item.required_arm, item.input, earlier[item.step]) == item.input

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from planner_arm.plan.arm_inputs import check_input
-from planner_arm.plan.input_refs import earlier_steps
+from planner_arm.plan.input_refs import ancestors_of_each
 from planner_arm.plan.schemas import PlanStep
 from support.invariants import assert_error_body, assert_valid_plan
 from support.service import serving
@@ -44,7 +44,7 @@ def reply(value: Any) -> Reply:
 
 def assert_inputs_valid(plan: dict[str, Any]) -> None:
     steps = [PlanStep.model_validate(item) for item in plan["plan"]]
-    earlier = earlier_steps(steps)
+    earlier = ancestors_of_each(steps)
     for item in steps:
         assert item.input is not None, item
         assert check_input(item.required_arm, item.input, earlier[item.step]) == item.input

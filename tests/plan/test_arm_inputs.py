@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arm_inputs import INPUT_MODELS, check_input, input_schema
-from planner_arm.plan.input_refs import earlier_of, earlier_steps
+from planner_arm.plan.input_refs import ancestors, ancestors_of_each
 from planner_arm.plan.input_rules import command_in, rule_input
 from planner_arm.plan.schemas import PlanStep
 
@@ -78,7 +78,7 @@ def test_a_missing_or_wrong_shaped_input_is_refused(data: object) -> None:
 def test_references_reach_only_the_steps_depended_on() -> None:
     steps = [step(1, "retriever", "Find"), step(2, "coder", "Fix", [1]),
              step(3, "retriever", "Look"), step(4, "judge", "Judge", [2])]  # fmt: skip
-    earlier = earlier_steps(steps)
+    earlier = ancestors_of_each(steps)
     assert earlier[4] == {1, 2}  # transitive
     ok = {"instruction": "Patch what {{steps.1.output}} found", "files": []}
     assert check_input("coder", ok, earlier[2])["instruction"] == ok["instruction"]
@@ -96,7 +96,7 @@ def test_references_reach_only_the_steps_depended_on() -> None:
 
 def test_earlier_steps_survive_a_cycle_and_a_missing_step() -> None:
     steps = [step(1, "coder", "A", [2]), step(2, "coder", "B", [1, 7])]
-    assert earlier_steps(steps)[1] == {2}
+    assert ancestors_of_each(steps)[1] == {2}
 
 
 def test_rule_inputs_follow_the_step() -> None:
@@ -158,4 +158,4 @@ def test_an_action_of_blanks_still_gets_a_valid_input(arm: str) -> None:
 
 def test_a_long_chain_is_walked_without_recursion() -> None:
     chain = [step(1, "coder", "A")] + [step(n, "coder", "A", [n - 1]) for n in range(2, 2001)]
-    assert len(earlier_of(chain, 2000)) == 1999
+    assert len(ancestors(chain, 2000)) == 1999

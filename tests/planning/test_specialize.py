@@ -12,7 +12,7 @@ import respx
 
 from planner_arm.clock import Deadline
 from planner_arm.plan.arm_inputs import check_input, input_schema
-from planner_arm.plan.input_refs import earlier_steps
+from planner_arm.plan.input_refs import ancestors_of_each
 from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanStep
 from planner_arm.planning.specialize import Specializer
 from planner_arm.planning.wiring import Service
@@ -176,7 +176,7 @@ async def test_no_model_fills_every_step_by_rule_without_warnings(fake_clock: Fa
     specializer = build(fake_clock, llm=False)
     plan = four_steps()
     filled = await specializer.specialize(plan, GOAL, specializer.deadline())
-    earlier = earlier_steps(filled.plan)
+    earlier = ancestors_of_each(filled.plan)
     for item in filled.plan:
         assert item.input is not None
         assert check_input(item.required_arm, item.input, earlier[item.step]) == item.input

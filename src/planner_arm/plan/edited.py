@@ -21,8 +21,8 @@ from typing import Any, TypeGuard
 
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
-from planner_arm.plan.final_check import JUDGE_ARM
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.validation import (
     MAX_COST_TIER,

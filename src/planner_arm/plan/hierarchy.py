@@ -22,9 +22,14 @@ from dataclasses import dataclass, field
 from graphlib import CycleError
 
 from planner_arm.errors import ExpandRejected
-from planner_arm.plan.final_check import JUDGE_ARM, complete_final_check, steps_before
+from planner_arm.plan.dag import (
+    JUDGE_ARM,
+    ancestors,
+    complete_final_check,
+    stable_topological_order,
+)
 from planner_arm.plan.schemas import PlanStep, PlanTreeNode
-from planner_arm.plan.validation import PlanRules, stable_topological_order
+from planner_arm.plan.validation import PlanRules
 
 
 @dataclass
@@ -188,8 +193,8 @@ def expandable_step(steps: Sequence[PlanStep], number: int, rules: PlanRules) ->
 def surroundings(steps: Sequence[PlanStep], number: int) -> tuple[list[PlanStep], list[PlanStep]]:
     """The steps `number` waits for (directly or not) and the steps that wait for it."""
     listed = list(steps)
-    before = steps_before(listed, number)
-    after = [step for step in listed if number in steps_before(listed, step.step)]
+    before = ancestors(listed, number)
+    after = [step for step in listed if number in ancestors(listed, step.step)]
     return [step for step in listed if step.step in before], after
 
 

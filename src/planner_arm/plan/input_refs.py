@@ -27,13 +27,13 @@ def reference(step: int) -> str:
     return f"{{{{steps.{step}.output}}}}"
 
 
-def earlier_steps(steps: Sequence[StepLike]) -> dict[int, frozenset[int]]:
+def ancestors_of_each(steps: Sequence[StepLike]) -> dict[int, frozenset[int]]:
     """For each step, every step it depends on, directly or through others."""
     direct = {step.step: list(step.depends_on) for step in steps}
     return {number: _walk(direct, number) for number in direct}
 
 
-def earlier_of(steps: Sequence[StepLike], number: int) -> frozenset[int]:
+def ancestors(steps: Sequence[StepLike], number: int) -> frozenset[int]:
     """Every step that step `number` depends on, directly or through others."""
     return _walk({step.step: list(step.depends_on) for step in steps}, number)
 

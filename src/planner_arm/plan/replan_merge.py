@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from graphlib import CycleError
 
 from planner_arm.errors import PlanValidationError
-from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
-from planner_arm.plan.final_check import (
+from planner_arm.plan.dag import (
     JUDGE_ACTION,
     JUDGE_ARM,
     JUDGE_COST_TIER,
     JUDGE_CRITERIA,
     JUDGE_DURATION_SECONDS,
 )
+from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
 from planner_arm.plan.replan_scope import ReplanScope
 from planner_arm.plan.schemas import PlanDiff, PlanStep
 from planner_arm.plan.validation import (

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from planner_arm.plan.arms import typical_cost_tier, typical_duration_seconds
+from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan, DraftStep
-from planner_arm.plan.final_check import JUDGE_ARM
 from planner_arm.plan.schemas import PlanStep
 
 _GATHER_ARM = "retriever"

@@ -15,13 +15,13 @@ from graphlib import CycleError, TopologicalSorter
 from planner_arm.config import Settings
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arms import typical_cost_tier, typical_duration_seconds
-from planner_arm.plan.draft import DraftPlan, DraftStep, repair
-from planner_arm.plan.final_check import (
+from planner_arm.plan.dag import (
     JUDGE_ACTION,
     JUDGE_ARM,
     complete_final_check,
     judge_step,
 )
+from planner_arm.plan.draft import DraftPlan, DraftStep, repair
 from planner_arm.plan.schemas import PlanStep
 
 __all__ = ["ERROR_CODES", "JUDGE_ACTION", "REPAIR_CODES", "PlanRules", "ValidPlan", "validate_plan"]

@@ -24,9 +24,9 @@ from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend, budget_figures, budget_problems, describe_budget
+from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.endpoint_schemas import ExpandRequest
-from planner_arm.plan.final_check import JUDGE_ARM
 from planner_arm.plan.hierarchy import expandable_step, expanded_tree, leaf_id, splice, surroundings
 from planner_arm.plan.replan_merge import plan_diff
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep

@@ -20,8 +20,8 @@ from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import read_plan_answer
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend, budget_problems, check_answer_budget, describe_budget
+from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan, split_note
-from planner_arm.plan.final_check import JUDGE_ARM
 from planner_arm.plan.hierarchy import Node, expanded_nodes, flatten, leaf_count
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan

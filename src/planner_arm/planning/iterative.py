@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from planner_arm.clock import Deadline
 from planner_arm.pipeline.assembly import with_warning
+from planner_arm.plan.dag import Stage, first_stage_steps, next_stage
 from planner_arm.plan.estimation import critical_path_duration, parallel_stages, total_duration
-from planner_arm.plan.iterative_stage import Stage, first_stage_steps, next_stage
 from planner_arm.plan.replan_merge import plan_diff
 from planner_arm.plan.replan_scope import ReplanScope
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep

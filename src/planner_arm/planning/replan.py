@@ -19,9 +19,9 @@ from planner_arm.llm.replan_prompts import REPLAN_PROMPT_VERSION, replan_user_pr
 from planner_arm.pipeline.assembly import read_plan_answer
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend, budget_figures, budget_problems, describe_budget
+from planner_arm.plan.dag import closing_stage
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.endpoint_schemas import ReplanRequest
-from planner_arm.plan.iterative_stage import closing_stage
 from planner_arm.plan.partial_plan import extended, rest_of
 from planner_arm.plan.replan_merge import merge_replan, plan_diff
 from planner_arm.plan.replan_rules import rule_based_replan

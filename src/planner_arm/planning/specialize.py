@@ -30,7 +30,7 @@ from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arm_inputs import check_input, input_model, input_schema
 from planner_arm.plan.budget import Spend
 from planner_arm.plan.endpoint_schemas import SpecializeResponse
-from planner_arm.plan.input_refs import earlier_of, earlier_steps
+from planner_arm.plan.input_refs import ancestors, ancestors_of_each
 from planner_arm.plan.input_rules import rule_input
 from planner_arm.plan.schemas import Budget, EstimatedCost, PlanNote, PlanResponse, PlanStep
 from planner_arm.planning.attempts import ModelAnswer, ModelChain, Question
@@ -86,7 +86,7 @@ class Specializer:
         """`response` with an input on every step, and what that took."""
         steps = response.plan
         by_id = {step.step: step for step in steps}
-        earlier = earlier_steps(steps)
+        earlier = ancestors_of_each(steps)
         spend = Spend(usd=response.estimated_cost.llm_usd)
         slots = asyncio.Semaphore(self._max_concurrency)
         notes: list[tuple[int, PlanNote]] = []
@@ -127,7 +127,7 @@ class Specializer:
         if step is None:
             detail = f"the plan has no step {number} (its steps are {sorted(by_id)})"
             raise RequestRejected(detail, code="unknown_step")
-        ids = earlier_of(plan.plan, number)
+        ids = ancestors(plan.plan, number)
         target = StepToFill(step, goal, [by_id[item] for item in sorted(ids)])
         filled = await self.fill(target, deadline, Spend())
         return SpecializeResponse(
