@@ -10,9 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner_arm.errors import PlanValidationError
-from planner_arm.plan.arm_inputs import INPUT_MODELS, check_input, input_schema
-from planner_arm.plan.input_refs import ancestors, ancestors_of_each
 from planner_arm.plan.input_rules import command_in, rule_input
+from planner_arm.plan.inputs import (
+    INPUT_MODELS,
+    ancestors,
+    ancestors_of_each,
+    check_input,
+    input_schema,
+)
 from planner_arm.plan.schemas import PlanStep
 
 REQUIRED = {

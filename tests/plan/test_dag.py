@@ -6,7 +6,7 @@ from __future__ import annotations
 from planner_arm.plan.dag import closing_stage, first_stage_steps, next_stage
 from planner_arm.plan.endpoint_schemas import StepState
 from planner_arm.plan.partial_plan import extended, rest_of
-from planner_arm.plan.replan_scope import ReplanScope
+from planner_arm.plan.replan import ReplanScope
 from planner_arm.plan.schemas import PlanStep
 
 

@@ -27,7 +27,6 @@ from planner_arm.api.streaming import stream_format, streamed_plan
 from planner_arm.config import Settings
 from planner_arm.errors import NotReady
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE
-from planner_arm.plan.arm_inputs import input_schema
 from planner_arm.plan.endpoint_schemas import (
     ArmInfo,
     CapabilitiesResponse,
@@ -40,6 +39,7 @@ from planner_arm.plan.endpoint_schemas import (
     ValidateRequest,
     ValidateResponse,
 )
+from planner_arm.plan.inputs import input_schema
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_for
 from planner_arm.planning.stream import PlanStream
 from planner_arm.planning.wiring import service_version

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from planner_arm.plan.replan_scope import ReplanScope
+from planner_arm.plan.replan import ReplanScope
 from planner_arm.plan.schemas import PlanRequest
 
 REPLAN_PROMPT_VERSION = "2026-11-23.2"

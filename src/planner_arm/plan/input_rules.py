@@ -12,8 +12,7 @@ import re
 import shlex
 from typing import Any
 
-from planner_arm.plan.arm_inputs import MAX_ITEM_CHARS, MAX_TEXT_CHARS, check_input
-from planner_arm.plan.input_refs import reference
+from planner_arm.plan.inputs import MAX_ITEM_CHARS, MAX_TEXT_CHARS, check_input, reference
 from planner_arm.plan.schemas import PlanStep
 
 _QUOTED = re.compile(r"`([^`\n]{2,200})`|\"([^\"\n]{2,200})\"|'([^'\n]{2,200})'")

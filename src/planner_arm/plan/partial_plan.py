@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from planner_arm.plan.replan_merge import SAME_STEP_SIMILARITY, action_similarity
-from planner_arm.plan.replan_scope import ReplanScope
+from planner_arm.plan.replan import SAME_STEP_SIMILARITY, ReplanScope, action_similarity
 from planner_arm.plan.schemas import PlanStep
 
 

@@ -10,8 +10,7 @@ from collections.abc import Callable
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, DraftStep
-from planner_arm.plan.replan_merge import MergedPlan, merge_replan
-from planner_arm.plan.replan_scope import ReplanScope
+from planner_arm.plan.replan import MergedPlan, ReplanScope, merge_replan
 from planner_arm.plan.validation import PlanRules
 
 MAX_ERROR_CHARS = 200

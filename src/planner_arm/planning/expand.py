@@ -28,7 +28,7 @@ from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.endpoint_schemas import ExpandRequest
 from planner_arm.plan.hierarchy import expandable_step, expanded_tree, leaf_id, splice, surroundings
-from planner_arm.plan.replan_merge import plan_diff
+from planner_arm.plan.replan import plan_diff
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep
 from planner_arm.plan.step_detail import step_detail
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan

@@ -14,8 +14,7 @@ from planner_arm.clock import Deadline
 from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.dag import Stage, first_stage_steps, next_stage
 from planner_arm.plan.estimation import critical_path_duration, parallel_stages, total_duration
-from planner_arm.plan.replan_merge import plan_diff
-from planner_arm.plan.replan_scope import ReplanScope
+from planner_arm.plan.replan import ReplanScope, plan_diff
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep
 from planner_arm.planning.attempts import PlanListener
 from planner_arm.planning.flat import FlatPlanner

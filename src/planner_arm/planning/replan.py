@@ -23,9 +23,8 @@ from planner_arm.plan.dag import closing_stage
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.partial_plan import extended, rest_of
-from planner_arm.plan.replan_merge import merge_replan, plan_diff
+from planner_arm.plan.replan import ReplanScope, merge_replan, plan_diff, replan_scope
 from planner_arm.plan.replan_rules import rule_based_replan
-from planner_arm.plan.replan_scope import ReplanScope, replan_scope
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.validation import PlanRules, ValidPlan
 from planner_arm.planning.attempts import AnswerPath, Question, Sourced

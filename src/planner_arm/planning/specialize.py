@@ -27,11 +27,16 @@ from planner_arm.llm.specialize_prompts import specialize_messages, specialize_r
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import notes as notes_of
 from planner_arm.pipeline.parsing import extract_json
-from planner_arm.plan.arm_inputs import check_input, input_model, input_schema
 from planner_arm.plan.budget import Spend
 from planner_arm.plan.endpoint_schemas import SpecializeResponse
-from planner_arm.plan.input_refs import ancestors, ancestors_of_each
 from planner_arm.plan.input_rules import rule_input
+from planner_arm.plan.inputs import (
+    ancestors,
+    ancestors_of_each,
+    check_input,
+    input_model,
+    input_schema,
+)
 from planner_arm.plan.schemas import Budget, EstimatedCost, PlanNote, PlanResponse, PlanStep
 from planner_arm.planning.attempts import ModelAnswer, ModelChain, Question
 
