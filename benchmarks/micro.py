@@ -23,7 +23,7 @@ from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend
 from planner_arm.plan.validation import PlanRules, validate_plan
-from planner_arm.planning.fallback import fallback_plan
+from planner_arm.rules.planner import rule_based_plan
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real-model-answers"
 
@@ -125,7 +125,7 @@ def main() -> None:
     for goal in GOALS:
 
         def plan(goal: str = goal) -> object:
-            draft = fallback_plan(
+            draft = rule_based_plan(
                 goal, ["Keep the API stable"], {}, planning=settings.planning, resolver=resolver
             )
             return validate_plan(draft, rules)

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner_arm.errors import PlanValidationError
-from planner_arm.plan.input_rules import command_in, rule_input
 from planner_arm.plan.inputs import (
     INPUT_MODELS,
     ancestors,
@@ -19,6 +18,7 @@ from planner_arm.plan.inputs import (
     input_schema,
 )
 from planner_arm.plan.schemas import PlanStep
+from planner_arm.rules.inputs import command_in, rule_input
 
 REQUIRED = {
     "retriever": ["query"],

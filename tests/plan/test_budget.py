@@ -18,7 +18,7 @@ from planner_arm.plan.budget import (
 )
 from planner_arm.plan.schemas import Budget, PlanStep
 from planner_arm.plan.validation import PlanRules
-from planner_arm.planning.budget_fit import budgeted_fallback
+from planner_arm.rules.planner import plan_within_budget
 from support.app import make_settings
 from support.invariants import assert_valid_plan
 
@@ -79,11 +79,11 @@ def test_calls_stop_once_the_spend_would_pass_the_limit() -> None:
 
 
 def test_the_rule_based_plan_is_fitted_to_the_budget() -> None:
-    _, free = budgeted_fallback(GOAL, [], {}, planning=SETTINGS.planning,
+    _, free = plan_within_budget(GOAL, [], {}, planning=SETTINGS.planning,
                                 resolver=RESOLVER, rules=RULES, budget=None)  # fmt: skip
     assert len(free.steps) > 4
     budget = Budget(max_steps=4, max_duration_seconds=200)
-    draft, valid = budgeted_fallback(GOAL, [], {}, planning=SETTINGS.planning,
+    draft, valid = plan_within_budget(GOAL, [], {}, planning=SETTINGS.planning,
                                      resolver=RESOLVER, rules=RULES, budget=budget)  # fmt: skip
     assert budget_problems(valid.steps, budget) == []
     assert valid.steps[-1].required_arm == "judge"
@@ -102,7 +102,7 @@ def test_the_rule_based_plan_is_fitted_to_the_budget() -> None:
 )
 def test_no_plan_fits_and_the_error_has_the_figures(budget: Budget, figure: str) -> None:
     with pytest.raises(BudgetExceeded, match="no plan fits the budget") as caught:
-        budgeted_fallback(GOAL, [], {}, planning=SETTINGS.planning, resolver=RESOLVER,
+        plan_within_budget(GOAL, [], {}, planning=SETTINGS.planning, resolver=RESOLVER,
                           rules=RULES, budget=budget)  # fmt: skip
     assert caught.value.code == "budget_exceeded"
     assert figure in caught.value.figures

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from planner_arm.plan.dag import closing_stage, first_stage_steps, next_stage
 from planner_arm.plan.endpoint_schemas import StepState
-from planner_arm.plan.partial_plan import extended, rest_of
 from planner_arm.plan.replan import ReplanScope
 from planner_arm.plan.schemas import PlanStep
+from planner_arm.rules.replan import extended, rest_of
 
 
 def step(number: int, deps: list[int], arm: str = "coder", action: str = "") -> PlanStep:

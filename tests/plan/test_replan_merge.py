@@ -20,9 +20,9 @@ from planner_arm.plan.draft import DraftPlan, DraftStep
 from planner_arm.plan.edited import check_edited_plan
 from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.replan import MergedPlan, ReplanScope, merge_replan, plan_diff, replan_scope
-from planner_arm.plan.replan_rules import rule_based_replan
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.validation import PlanRules, ValidPlan
+from planner_arm.rules.replan import rule_based_replan
 from support.app import good_plan, make_settings
 from support.invariants import assert_valid_plan
 

@@ -30,9 +30,9 @@ from planner_arm.plan.endpoint_schemas import ExpandRequest
 from planner_arm.plan.hierarchy import expandable_step, expanded_tree, leaf_id, splice, surroundings
 from planner_arm.plan.replan import plan_diff
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep
-from planner_arm.plan.step_detail import step_detail
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
 from planner_arm.planning.attempts import AnswerPath, ModelFailure, Question
+from planner_arm.rules.planner import step_detail
 
 # Checks a sub-plan's steps in their place (the budget of the whole plan); raises
 # PlanValidationError, which earns the model a repair prompt.

@@ -23,7 +23,7 @@ from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quali
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
 from planner_arm.planning.attempts import AnswerPath, PlanListener, Question, Sourced
-from planner_arm.planning.budget_fit import RuleBasedPlanner
+from planner_arm.rules.planner import RuleBasedPlanner
 
 PlanAnswer = tuple[DraftPlan, ValidPlan]
 

@@ -32,9 +32,9 @@ from planner_arm.planning.attempts import (
     PlanListener,
     Question,
 )
-from planner_arm.planning.budget_fit import RuleBasedPlanner
 from planner_arm.planning.expand import SubPlan, SubPlanner, SubPlanTask
 from planner_arm.planning.flat import PlanAnswer, respond
+from planner_arm.rules.planner import RuleBasedPlanner
 
 
 class HierarchicalPlanner:

@@ -22,15 +22,14 @@ from planner_arm.plan.budget import Spend, budget_figures, budget_problems, desc
 from planner_arm.plan.dag import closing_stage
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.endpoint_schemas import ReplanRequest
-from planner_arm.plan.partial_plan import extended, rest_of
 from planner_arm.plan.replan import ReplanScope, merge_replan, plan_diff, replan_scope
-from planner_arm.plan.replan_rules import rule_based_replan
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.validation import PlanRules, ValidPlan
 from planner_arm.planning.attempts import AnswerPath, Question, Sourced
-from planner_arm.planning.budget_fit import RuleBasedPlanner
 from planner_arm.planning.flat import PlanAnswer, respond
 from planner_arm.planning.iterative import next_round
+from planner_arm.rules.planner import RuleBasedPlanner
+from planner_arm.rules.replan import extended, rest_of, rule_based_replan
 
 
 class Replanner:

@@ -29,7 +29,6 @@ from planner_arm.pipeline.assembly import notes as notes_of
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.budget import Spend
 from planner_arm.plan.endpoint_schemas import SpecializeResponse
-from planner_arm.plan.input_rules import rule_input
 from planner_arm.plan.inputs import (
     ancestors,
     ancestors_of_each,
@@ -39,6 +38,7 @@ from planner_arm.plan.inputs import (
 )
 from planner_arm.plan.schemas import Budget, EstimatedCost, PlanNote, PlanResponse, PlanStep
 from planner_arm.planning.attempts import ModelAnswer, ModelChain, Question
+from planner_arm.rules.inputs import rule_input
 
 InputSource = Literal["llm", "rule"]
 

@@ -32,7 +32,6 @@ from planner_arm.planning.attempts import (
     ModelChain,
     ModelHealth,
 )
-from planner_arm.planning.budget_fit import RuleBasedPlanner
 from planner_arm.planning.cache import CachingPlanner, settings_fingerprint
 from planner_arm.planning.expand import Expander, SubPlanner
 from planner_arm.planning.flat import FlatPlanner
@@ -43,6 +42,7 @@ from planner_arm.planning.recorder import PlanRecorder, TrafficStats
 from planner_arm.planning.replan import Replanner
 from planner_arm.planning.service import PlanService, Strategies
 from planner_arm.planning.specialize import Specializer
+from planner_arm.rules.planner import RuleBasedPlanner
 from planner_arm.store.base import PlanStore
 from planner_arm.store.memory import MemoryStore
 

@@ -1,9 +1,18 @@
-"""The rule-based planner: a plan for any goal without a model, for when the model fails.
+"""The rule-based planner: a plan for any goal without a model, and the sub-plan of one step.
 
-The goal is read (`goal_reading`: its parts, each with a kind and a subject; `goal_details`:
-the environments, versions, files, URLs and tickets it names), each part's template is filled
-with its subject and specifics, the parts are chained in order and fitted to the configured
-step limits, and a judge step that checks the caller's constraints ends the plan. Pure, no I/O.
+A plan: the goal is read (`goals.py`: its parts, each with a kind and a subject, and the
+environments, versions, files, URLs and tickets it names), each part's template
+(`templates.py`) is filled with its subject and specifics, the parts are chained in order and
+fitted to the configured step limits, and a judge step that checks the caller's constraints
+ends the plan. `RuleBasedPlanner` fits it to the caller's budget too (fewer steps until it
+fits, or `BudgetExceeded` with the figures of the smallest plan), with the fixed confidence
+that lets a caller tell it from a model's.
+
+A sub-plan (POST /plan/expand, a hierarchical node the model could not detail): the rules must
+not plan the whole goal again from the step's words, which repeats the work of the steps
+around it ("write a test", "patch the code" for a step that only analyses). A step's own
+detail is the same for every kind of step: gather what it needs, do it (split by its
+acceptance criteria when more steps are wanted), and check it against those criteria.
 """
 
 from __future__ import annotations
@@ -14,24 +23,30 @@ from functools import cache
 from typing import Any, NamedTuple
 
 from planner_arm.config_sections import PlanningSettings
+from planner_arm.errors import BudgetExceeded
 from planner_arm.plan import arms
-from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.arms import ArmResolver, typical_cost_tier, typical_duration_seconds
+from planner_arm.plan.budget import budget_figures, budget_problems, refuse_impossible_budget
+from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan, DraftStep
-from planner_arm.planning.fallback_templates import Step, kinds
-from planner_arm.planning.goal_details import GoalDetails, goal_details
-from planner_arm.planning.goal_reading import (
+from planner_arm.plan.schemas import Budget, PlanRequest, PlanStep
+from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
+from planner_arm.rules.goals import (
     CLAUSE_END,
     DOC_NOUNS,
+    GoalDetails,
     GoalPart,
     classify_goal,
     clean,
     clip,
+    goal_details,
     goal_parts,
     goal_subject,
     has_word,
 )
+from planner_arm.rules.templates import Step, kinds
 
-__all__ = ["classify_goal", "fallback_plan", "goal_subject"]
+__all__ = ["classify_goal", "goal_subject", "rule_based_plan"]
 
 MAX_CONSTRAINT_CHARS = 500  # at most 32 constraints (the API's limit) are carried
 GOAL_ACTION_CHARS = 120
@@ -48,7 +63,7 @@ class _Part(NamedTuple):
     details: GoalDetails  # the specifics its subject does not already name
 
 
-def fallback_plan(
+def rule_based_plan(
     goal: str,
     constraints: Sequence[str],
     context: Mapping[str, Any],
@@ -301,3 +316,145 @@ def _context_note(context: Mapping[str, Any]) -> tuple[str, list[str]]:
     if context:
         return f" (using the context's {clip(', '.join(map(str, context)), 100)})", []
     return "", []
+
+
+def plan_within_budget(
+    goal: str,
+    constraints: Sequence[str],
+    context: Mapping[str, Any],
+    *,
+    planning: PlanningSettings,
+    resolver: ArmResolver,
+    rules: PlanRules,
+    budget: Budget | None,
+) -> tuple[DraftPlan, ValidPlan]:
+    """The rule-based plan, with as many steps as the planning limits and the budget allow.
+
+    Fewer steps also shorten the critical path, so sizes are tried from the largest allowed
+    down to `min_steps`; durations are never shrunk to fit (they are estimates, not wishes).
+    """
+    largest = planning.max_steps
+    if budget is not None and budget.max_steps is not None:
+        largest = min(largest, budget.max_steps)
+    best: tuple[DraftPlan, ValidPlan] | None = None
+    for size in range(largest, planning.min_steps - 1, -1):
+        fitted = planning.model_copy(update={"max_steps": size})
+        draft = rule_based_plan(goal, constraints, context, planning=fitted, resolver=resolver)
+        valid = validate_plan(draft, rules)
+        best = (draft, valid)
+        if not budget_problems(valid.steps, budget):
+            return best
+    if best is None:  # the budget allows fewer steps than the configured minimum
+        draft = rule_based_plan(goal, constraints, context, planning=planning, resolver=resolver)
+        best = (draft, validate_plan(draft, rules))
+    assert budget is not None  # without a budget the first size fits
+    problems = budget_problems(best[1].steps, budget)
+    raise BudgetExceeded(
+        "no plan fits the budget: " + "; ".join(problems)
+        + f" (the smallest plan allowed has {planning.min_steps} steps)",
+        figures=budget_figures(best[1].steps, budget),
+    )  # fmt: skip
+
+
+class RuleBasedPlanner:
+    def __init__(
+        self,
+        planning: PlanningSettings,
+        resolver: ArmResolver,
+        rules: PlanRules,
+        confidence: float,
+    ) -> None:
+        self.planning = planning
+        self.resolver = resolver
+        self.rules = rules
+        # Low and fixed, so a caller can tell a rule-based plan from a model's.
+        self.confidence = confidence
+
+    def refuse_impossible(self, budget: Budget | None) -> None:
+        refuse_impossible_budget(budget, self.planning)
+
+    def plan(self, request: PlanRequest, budget: Budget | None) -> tuple[DraftPlan, ValidPlan]:
+        """The rule-based plan of `request` that fits `budget` (BudgetExceeded when none)."""
+        return plan_within_budget(
+            request.goal,
+            request.constraints,
+            request.context,
+            planning=self.planning,
+            resolver=self.resolver,
+            rules=self.rules,
+            budget=budget,
+        )
+
+    def whole_plan(self, request: PlanRequest) -> Sequence[PlanStep]:
+        """The goal's rule-based plan, within the budget when one fits, else as it comes (a
+        replan checks the budget on its own revision)."""
+        try:
+            return self.plan(request, request.budget)[1].steps
+        except BudgetExceeded:
+            draft = rule_based_plan(
+                request.goal,
+                request.constraints,
+                request.context,
+                planning=self.planning,
+                resolver=self.resolver,
+            )
+            return validate_plan(draft, self.rules).steps
+
+
+_GATHER_ARM = "retriever"
+# What gathering means for the arm that does the step.
+_GATHER = {
+    "retriever": "List the sources and search terms for: {action}",
+    "coder": "Read the code, notes and earlier results that this builds on: {action}",
+    "executor": "Check the preconditions and inputs of: {action}",
+    "guardian": "Collect the material and the policies to check for: {action}",
+    "judge": "Collect the results to be checked for: {action}",
+    "planner": "Gather what is known about: {action}",
+}
+_DEFAULT_GATHER = "Gather what is needed for: {action}"
+
+
+def step_detail(
+    step: PlanStep,
+    constraints: Sequence[str],
+    *,
+    arm_ids: Sequence[str],
+    size: int,
+) -> DraftPlan:
+    """A sub-plan of `size` steps (at least 3 when the judge arm exists) that details `step`."""
+    action = step.action.strip().rstrip(".")
+    gather_arm = _GATHER_ARM if _GATHER_ARM in arm_ids else step.required_arm
+    gather = _GATHER.get(step.required_arm, _DEFAULT_GATHER).format(action=action)
+    with_check = JUDGE_ARM in arm_ids
+    work = max(1, size - 1 - with_check)  # the steps that do the work itself
+    criteria = [text for text in step.acceptance_criteria if text.strip()] or [action]
+    steps = [_detail_step(1, gather, gather_arm, [f"What '{action}' needs is at hand"], [])]
+    if work == 1:
+        steps.append(_detail_step(2, action, step.required_arm, criteria, [1]))
+    else:
+        # One part of the work per criterion (the last takes the rest), side by side.
+        for index in range(work):
+            aim = criteria[index] if index < len(criteria) else criteria[-1]
+            part = f"{action}, so that: {aim}" + (
+                f" (part {index + 1})" if index >= len(criteria) else ""
+            )
+            steps.append(_detail_step(index + 2, part, step.required_arm, [aim], [1]))
+    if with_check:
+        done = [draft.step for draft in steps[1:] if draft.step is not None]
+        checks = [*criteria, *(f"Constraint respected: {text}" for text in constraints)]
+        steps.append(
+            _detail_step(len(steps) + 1, f"Check the result of: {action}", JUDGE_ARM, checks, done)
+        )
+    rationale = (
+        "Rule-based detail of one step (no usable model answer): gather what it needs, do it, "
+        "and check it against its acceptance criteria."
+    )
+    return DraftPlan(steps, rationale)
+
+
+def _detail_step(
+    number: int, action: str, arm: str, criteria: list[str], after: list[int]
+) -> DraftStep:
+    return DraftStep(
+        action, arm, criteria, after, number, typical_cost_tier(arm), typical_duration_seconds(arm)
+    )

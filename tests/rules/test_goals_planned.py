@@ -14,8 +14,7 @@ from planner_arm.plan.budget import budget_problems
 from planner_arm.plan.draft import DraftPlan, DraftStep
 from planner_arm.plan.schemas import Budget
 from planner_arm.plan.validation import PlanRules, validate_plan
-from planner_arm.planning.budget_fit import budgeted_fallback
-from planner_arm.planning.fallback import fallback_plan
+from planner_arm.rules.planner import plan_within_budget, rule_based_plan
 
 CONSTRAINTS = ["Keep the public API stable", "No downtime"]
 
@@ -126,7 +125,7 @@ def resolver(config: Settings) -> ArmResolver:
 
 def plan_for(goal: str, resolver: ArmResolver, **limits: int) -> DraftPlan:
     planning = PlanningSettings(**limits)  # type: ignore[arg-type]
-    return fallback_plan(goal, CONSTRAINTS, {}, planning=planning, resolver=resolver)
+    return rule_based_plan(goal, CONSTRAINTS, {}, planning=planning, resolver=resolver)
 
 
 def waits_for(steps: list[DraftStep], number: int) -> set[int]:
@@ -262,7 +261,7 @@ def test_a_compound_goal_fits_any_budget_of_steps(
     goal = "Fix JIRA-77 in payments/refund.py, then release v1.4.2 to eu-central-1"
     rules = PlanRules.from_settings(config)
     budget = Budget(max_steps=max_steps)
-    draft, valid = budgeted_fallback(
+    draft, valid = plan_within_budget(
         goal, CONSTRAINTS, {}, planning=config.planning, resolver=resolver, rules=rules,
         budget=budget,
     )  # fmt: skip
@@ -275,7 +274,7 @@ def test_a_compound_goal_fits_any_budget_of_steps(
 
 def test_a_budget_no_compound_plan_fits_is_refused(resolver: ArmResolver, config: Settings) -> None:
     with pytest.raises(BudgetExceeded):
-        budgeted_fallback(
+        plan_within_budget(
             "Build the billing service and then deploy it to staging", [], {},
             planning=config.planning, resolver=resolver, rules=PlanRules.from_settings(config),
             budget=Budget(max_duration_seconds=1),

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner_arm.planning.goal_details import GoalDetails, goal_details
-from planner_arm.planning.goal_reading import goal_parts
+from planner_arm.rules.goals import GoalDetails, goal_details, goal_parts
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """The rule-based planner's plan templates: one per kind of goal, as text that is easy to read
-and to change, and `kinds()` that parses them once. `fallback.py` fills them in."""
+and to change, and `kinds()` that parses them once. `planner.py` fills them in."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from planner_arm.config_sections import PlanningSettings
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.validation import PlanRules, validate_plan
-from planner_arm.planning.fallback import classify_goal, fallback_plan, goal_subject
-from planner_arm.planning.goal_reading import goal_parts
+from planner_arm.rules.goals import goal_parts
+from planner_arm.rules.planner import classify_goal, goal_subject, rule_based_plan
 
 CONSTRAINTS = ["Don't modify database schema", "Complete in <5 minutes"]
 LONG_GOAL = ("Improve the onboarding emails so that new users finish their profile " * 120)[:8000]
@@ -38,7 +38,7 @@ def plan_for(
     constraints: Sequence[str] = CONSTRAINTS,
     context: Mapping[str, Any] | None = None,
 ) -> DraftPlan:
-    return fallback_plan(
+    return rule_based_plan(
         goal, constraints, context or {}, planning=planning or PlanningSettings(), resolver=resolver
     )
 
@@ -269,7 +269,7 @@ def test_any_goal_gives_a_valid_plan(
     planning = PlanningSettings(
         min_steps=low, max_steps=low + extra, require_validation_step=validation
     )
-    plan = fallback_plan(goal, constraints, context, planning=planning, resolver=resolver)
+    plan = rule_based_plan(goal, constraints, context, planning=planning, resolver=resolver)
     assert_valid(plan, planning, resolver.arm_ids, constraints[:32])
     subject = goal_subject(goal)
     assert len(subject) <= 64

@@ -7,8 +7,8 @@ import pytest
 from planner_arm.pipeline.assembly import assemble_response
 from planner_arm.plan.budget import Spend
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.plan.step_detail import step_detail
 from planner_arm.plan.validation import PlanRules, validate_plan
+from planner_arm.rules.planner import step_detail
 from support.app import make_settings
 from support.invariants import assert_valid_plan
 
