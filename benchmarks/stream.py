@@ -27,7 +27,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from planner_arm.pipeline.step_stream import StepCutter  # noqa: E402
+from planner_arm.pipeline.stream_cut import StepCutter  # noqa: E402
 from support.stub_model import PLAN, PLAN_JSON, Streamed, StubLLM  # noqa: E402
 
 

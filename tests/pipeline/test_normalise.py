@@ -14,9 +14,8 @@ from hypothesis import strategies as st
 
 from planner_arm.config import load_settings
 from planner_arm.errors import PlanParseError
-from planner_arm.pipeline.normalise import _Normaliser, normalise_plan
+from planner_arm.pipeline.normalise import _Normaliser, as_asked, normalise_plan
 from planner_arm.pipeline.parsing import extract_json
-from planner_arm.pipeline.well_formed import as_asked
 from planner_arm.plan.arms import ArmChoice, ArmResolver
 from planner_arm.plan.draft import DraftPlan, repair_code
 from support.app import FIXTURES, fixture_text, good_plan

@@ -12,14 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner_arm.errors import PlanParseError
-from planner_arm.pipeline.parsing import extract_json
-from planner_arm.pipeline.value_text import (
+from planner_arm.pipeline.fields import (
     parse_cost_word,
     parse_duration,
     parse_step_reference,
     readable_identifier,
     split_list_text,
 )
+from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.draft import repair_code
 from support.app import FIXTURES
 

@@ -3,6 +3,10 @@
 No plan rule is enforced here (validation does that). Each fix is recorded in `repairs`, one
 entry per code with the distinct details of every occurrence (`cost_word: medium -> 3, high ->
 4`, five at most): a fix made on every step reads as one line and counts once in the metric.
+
+Most answers of a capable model are in exactly the shape the prompt asks for; for them the
+normaliser finds nothing to fix, so `as_asked` builds the same draft directly, without the
+synonym search (a property test holds the two equal), and returns None for anything else.
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ import re
 from typing import Any
 
 from planner_arm.errors import PlanParseError
-from planner_arm.pipeline import parsing, value_text
-from planner_arm.pipeline.field_names import (
+from planner_arm.pipeline import fields, parsing
+from planner_arm.pipeline.fields import (
     STEP_FIELDS,
     STEP_LIST_KEYS,
     TOP_FIELDS,
@@ -23,9 +27,102 @@ from planner_arm.pipeline.field_names import (
     keyed_steps,
     normalised_key,
 )
-from planner_arm.pipeline.well_formed import as_asked, usable_criterion
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
+
+# Placeholders that say nothing about when a step is done; rating words are caught too.
+_NOT_CRITERIA = {"none", "n/a", "na", "tbd", "todo", "yes", "no", "true", "false", "ok"}
+
+_ASKED_TOP = frozenset(("plan", "rationale", "confidence", "complexity_score"))
+_ASKED_STEP = frozenset((
+    "step", "action", "required_arm", "acceptance_criteria", "depends_on",
+    "estimated_cost_tier", "estimated_duration_seconds",
+))  # fmt: skip
+
+
+def usable_criterion(text: str) -> bool:
+    """Says when a step is done: not empty, not a rating word, not a placeholder."""
+    rating = len(text) < 20 and fields.parse_cost_word(text.rstrip(".!")) is not None
+    return bool(text) and not rating and text.lower().rstrip(".!") not in _NOT_CRITERIA
+
+
+def _clean_criteria(criteria: Any) -> bool:
+    return (
+        type(criteria) is list
+        and bool(criteria)
+        and all(type(c) is str and c == c.strip() and usable_criterion(c) for c in criteria)
+    )
+
+
+def _is_score(value: Any) -> bool:
+    return type(value) in (int, float) and 0.0 <= value <= 1.0
+
+
+def as_asked(data: Any, arms: ArmResolver) -> DraftPlan | None:
+    """The answer exactly in the shape the prompt asks for, or None.
+
+    Most answers of a capable model are; for them the field search of `_Normaliser` finds
+    nothing to fix, so this builds the same draft directly (a test holds the two equal).
+    """
+    if not _top_as_asked(data):
+        return None
+    steps = []
+    for row in data["plan"]:
+        step = _step_as_asked(row, arms)
+        if step is None:
+            return None
+        steps.append(step)
+    return DraftPlan(
+        steps=steps,
+        rationale=data["rationale"].strip(),
+        confidence=data["confidence"],
+        complexity_score=data["complexity_score"],
+    )
+
+
+def _top_as_asked(data: Any) -> bool:
+    """The asked top-level fields and no others: a non-empty step list, a rationale, scores."""
+    if type(data) is not dict or data.keys() != _ASKED_TOP:
+        return False
+    rows, rationale = data["plan"], data["rationale"]
+    if type(rows) is not list or not rows or type(rationale) is not str or not rationale.strip():
+        return False
+    return _is_score(data["confidence"]) and _is_score(data["complexity_score"])
+
+
+def _step_as_asked(row: Any, arms: ArmResolver) -> DraftStep | None:
+    """The step when it has the asked fields, each already clean, and names an arm id."""
+    if type(row) is not dict or row.keys() != _ASKED_STEP or not _step_values_clean(row):
+        return None
+    action = row["action"]
+    arm = arms.resolve(row["required_arm"], action)
+    if arm.repair is not None or arm.arm != row["required_arm"]:
+        return None  # not one of our arm ids as it stands
+    return DraftStep(
+        action=action,
+        required_arm=arm.arm,
+        acceptance_criteria=list(row["acceptance_criteria"]),
+        depends_on=list(row["depends_on"]),
+        step=row["step"],
+        estimated_cost_tier=row["estimated_cost_tier"],
+        estimated_duration_seconds=row["estimated_duration_seconds"],
+    )
+
+
+def _step_values_clean(row: dict[str, Any]) -> bool:
+    action, after = row["action"], row["depends_on"]
+    numbers = (row["step"], row["estimated_cost_tier"], row["estimated_duration_seconds"])
+    return (
+        type(action) is str
+        and action == action.strip()
+        and " " in action  # one word may be an identifier to make readable
+        and type(row["required_arm"]) is str
+        and all(type(number) is int for number in numbers)
+        and _clean_criteria(row["acceptance_criteria"])
+        and type(after) is list
+        and all(type(number) is int for number in after)
+    )
+
 
 _MAX_DETAILS = 5
 _MAX_DEPTH = 6
@@ -200,7 +297,7 @@ class _Normaliser:
         if isinstance(value, float) and value.is_integer():
             return int(value), None
         if isinstance(value, str) and value.strip():
-            if (number := value_text.parse_step_reference(value)) is None:
+            if (number := fields.parse_step_reference(value)) is None:
                 return None, value.strip()
             self.add("number_from_string", f"{value!r} -> {number}")
             return number, None
@@ -242,7 +339,7 @@ class _Normaliser:
                 continue
             if key != "action":
                 self.add("field_synonym", f"{key} -> action")
-            if (readable := value_text.readable_identifier(text)) is None:
+            if (readable := fields.readable_identifier(text)) is None:
                 return text
             self.add("action_from_identifier", f"{text} -> {readable}")
             return readable
@@ -254,7 +351,7 @@ class _Normaliser:
         items = value if isinstance(value, list) else [value]
         if isinstance(value, str):
             self.add("criteria_from_string")
-            items = value_text.split_list_text(value)
+            items = fields.split_list_text(value)
         elif isinstance(value, dict):
             self.add("criteria_from_mapping")
             texts = [text for text in value.values() if isinstance(text, str)]
@@ -308,7 +405,7 @@ class _Normaliser:
                         self.names.setdefault(str(value).strip().lower(), step_number)
         if (named := self.names.get(item.strip().lower())) is not None:
             return named
-        number = value_text.parse_step_reference(item)
+        number = fields.parse_step_reference(item)
         return None if number is None else self.renumber.get(number, number)
 
     def number(self, value: Any, field: str, *, quiet: bool = False) -> float | None:
@@ -334,7 +431,7 @@ class _Normaliser:
             return value
         if (number := self.number(value, "estimated_cost_tier")) is not None:
             return self.whole(number, "estimated_cost_tier")
-        if isinstance(value, str) and (tier := value_text.parse_cost_word(value)) is not None:
+        if isinstance(value, str) and (tier := fields.parse_cost_word(value)) is not None:
             self.add("cost_word", f"{value.strip().lower()} -> {tier}")
             return tier
         self.add("value_dropped", f"estimated_cost_tier {value!r}")
@@ -345,7 +442,7 @@ class _Normaliser:
             return value
         number = self.number(value, "estimated_duration_seconds")
         if number is None and isinstance(value, str):
-            number = value_text.parse_duration(value)
+            number = fields.parse_duration(value)
             if number is not None:
                 self.add("duration_text", f"{value.strip()!r} -> {math.floor(number + 0.5)}")
         if number is None:

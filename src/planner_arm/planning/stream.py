@@ -25,8 +25,7 @@ import structlog
 from planner_arm.clock import Clock
 from planner_arm.errors import PlannerError
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.pipeline.step_check import checked_step
-from planner_arm.pipeline.step_stream import StepCutter
+from planner_arm.pipeline.stream_cut import StepCutter, checked_step
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanResponse, PlanStep
 from planner_arm.plan.validation import PlanRules

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner_arm.pipeline.step_stream import StepCutter
+from planner_arm.pipeline.stream_cut import StepCutter
 from support.stub_model import PLAN, PLAN_JSON
 
 
