@@ -26,7 +26,7 @@ from planner_arm.api.openapi.responses import customise_openapi
 from planner_arm.api.routes import build_routers
 from planner_arm.clock import Clock
 from planner_arm.config import Settings, load_settings
-from planner_arm.llm.warm_up import rehearse_model_call
+from planner_arm.llm.client import rehearse_model_call
 from planner_arm.logging import configure_logging
 from planner_arm.planning.wiring import build_service, service_metrics, service_version
 

@@ -1,21 +1,37 @@
-"""A thin client over `openai.AsyncOpenAI` that speaks in our own types and errors.
+"""The model client: a thin client over `openai.AsyncOpenAI` that speaks in our own types and
+errors, plain or streamed.
 
 The SDK's own retries are off (`max_retries=0`): the planner's retry policy is the only retry
 loop, so a bad key is never tried three times and a hang never outlives the request deadline.
+
+The one endpoint called, POST /chat/completions, goes through the SDK's documented
+`AsyncOpenAI.post` rather than `client.chat.completions.create`: the same request building,
+auth, error mapping and response parsing, without importing every resource module of the SDK
+(about a second on a small machine) on the first touch of `client.chat`.
+
+Streamed (`stream=True`), the text deltas go to a sink as they arrive and the server reports
+the usage in its last chunk when it can; the deltas are joined into the same `Completion` a
+plain call returns, so the planner reads the answer the same way either way.
+
+At start-up one rehearsal runs the SDK's whole request and response path, plain and streamed,
+against an in-process transport (no network, no model, nothing counted): the SDK's parsers and
+httpx's asyncio backend are then built before the first real request, not during it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from planner_arm.config import Settings
 from planner_arm.errors import (
@@ -25,9 +41,91 @@ from planner_arm.errors import (
     LLMTransientError,
     LLMUnsupportedFormat,
 )
-from planner_arm.llm.chat_endpoint import create_completion
 from planner_arm.llm.prompts import Message, plan_json_schema
-from planner_arm.llm.streamed import STREAM_WORDS, AnswerSink, read_stream
+
+CHAT_COMPLETIONS_PATH = "/chat/completions"
+
+
+async def create_completion(
+    client: openai.AsyncOpenAI,
+    options: dict[str, Any],
+    *,
+    timeout: float,  # noqa: ASYNC109 - the SDK's own timeout for the request
+) -> ChatCompletion:
+    """One chat completion: `options` is the request body (model, messages, ...)."""
+    return await client.post(
+        CHAT_COMPLETIONS_PATH,
+        body=options,
+        options={"timeout": timeout, "security": {"bearer_auth": True}},
+        cast_to=ChatCompletion,
+    )
+
+
+async def stream_completion(
+    client: openai.AsyncOpenAI,
+    options: dict[str, Any],
+    *,
+    timeout: float,  # noqa: ASYNC109 - the SDK's own timeout for the request
+) -> openai.AsyncStream[ChatCompletionChunk]:
+    """The same call streamed: the body gets `stream: true` and asks for the usage."""
+    body = {**options, "stream": True, "stream_options": {"include_usage": True}}
+    return await client.post(
+        CHAT_COMPLETIONS_PATH,
+        body=body,
+        options={"timeout": timeout, "security": {"bearer_auth": True}},
+        cast_to=ChatCompletion,
+        stream=True,
+        stream_cls=openai.AsyncStream[ChatCompletionChunk],
+    )
+
+
+# A provider's refusal of streaming itself (not of the request): asked without it instead.
+STREAM_WORDS = re.compile(r"\bstream", re.IGNORECASE)
+
+
+class AnswerSink(Protocol):
+    """Who watches an answer being written."""
+
+    def begin(self, model: str) -> None:
+        """A new answer starts: whatever text came before belongs to an abandoned one."""
+
+    def text(self, delta: str) -> None:
+        """The next piece of the answer's text."""
+
+
+async def read_stream(
+    client: openai.AsyncOpenAI,
+    options: dict[str, Any],
+    sink: AnswerSink,
+    started: float,
+    *,
+    timeout: float,  # noqa: ASYNC109 - the SDK's own timeout for the request
+) -> tuple[str | None, str | None, Any, float]:
+    """(content, finish reason, usage or None, latency); raises LLMTransientError when the
+    stream ends before the answer does. Transport errors propagate as the SDK raises them."""
+    stream = await stream_completion(client, options, timeout=timeout)
+    parts: list[str] = []
+    finish_reason: str | None = None
+    usage: Any = None
+    refusal: list[str] = []
+    async with stream:
+        async for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices[:1]:
+                delta = choice.delta
+                if delta.content:
+                    parts.append(delta.content)
+                    sink.text(delta.content)
+                if getattr(delta, "refusal", None):
+                    refusal.append(delta.refusal or "")
+                if choice.finish_reason is not None:
+                    finish_reason = choice.finish_reason
+    if finish_reason is None:
+        raise LLMTransientError("the answer's stream ended before the answer", code="stream_broken")
+    content = "".join(parts) or ("".join(refusal) or None)
+    return content, finish_reason, usage, time.perf_counter() - started
+
 
 # Providers quote part of a bad key back in their error text; none of it may reach a log.
 _KEY_LIKE = re.compile(r"\b(sk|key|api[-_]?key)[-_][A-Za-z0-9_*\-]{6,}", re.IGNORECASE)
@@ -273,3 +371,40 @@ def _completion(
         usage_reported=usage is not None,
         latency_seconds=latency,
     )
+
+
+_REHEARSAL_URL = "http://warm-up.invalid/v1"
+_CHUNK = {"id": "w", "object": "chat.completion.chunk", "created": 0, "model": "w"}
+
+
+def _rehearsal_answer(request: httpx.Request) -> httpx.Response:
+    if json.loads(request.content).get("stream"):
+        chunk = {**_CHUNK, "choices": [{"index": 0, "delta": {"content": "{}"}}]}
+        body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+        return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
+    message = {"role": "assistant", "content": "{}"}
+    completion = {
+        "id": "w",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "w",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+    return httpx.Response(200, json=completion)
+
+
+async def rehearse_model_call() -> None:
+    """Run one plain and one streamed call through the SDK against an in-process answer."""
+    # httpcore imports anyio's asyncio backend when its pool first runs: import it now.
+    import anyio._backends._asyncio  # noqa: F401
+
+    transport = httpx.MockTransport(_rehearsal_answer)
+    async with httpx.AsyncClient(transport=transport) as http:
+        client = openai.AsyncOpenAI(api_key="warm-up", base_url=_REHEARSAL_URL, http_client=http)
+        options = {"model": "w", "messages": [{"role": "user", "content": "w"}]}
+        await create_completion(client, options, timeout=5)
+        stream = await stream_completion(client, options, timeout=5)
+        async with stream:
+            async for _ in stream:
+                pass

@@ -26,11 +26,10 @@ from planner_arm.clock import Deadline
 from planner_arm.config_sections import Price, RetrySettings
 from planner_arm.errors import LLMError, LLMRateLimited, PlanningFailed, PlanParseError
 from planner_arm.errors import PlanValidationError as AnswerInvalid
-from planner_arm.llm.client import AnswerSchema, Completion
+from planner_arm.llm.client import AnswerSchema, AnswerSink, Completion
 from planner_arm.llm.guarded import CallSkipped, GuardedLLM
 from planner_arm.llm.prompts import Message, with_repair
 from planner_arm.llm.retry import Next, RetryPolicy
-from planner_arm.llm.streamed import AnswerSink
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.budget import Spend, estimate_call_usd, price_for
 from planner_arm.plan.quality import QualityProblem

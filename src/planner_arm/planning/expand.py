@@ -18,8 +18,7 @@ from dataclasses import dataclass, field, replace
 from planner_arm.clock import Deadline
 from planner_arm.errors import BudgetExceeded, ExpandRejected, PlanValidationError
 from planner_arm.llm.client import Completion
-from planner_arm.llm.expand_prompts import EXPAND_PROMPT_VERSION, subplan_user_prompt
-from planner_arm.llm.prompts import initial_messages
+from planner_arm.llm.prompts import EXPAND_PROMPT_VERSION, initial_messages, subplan_user_prompt
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
 from planner_arm.plan.arms import ArmResolver

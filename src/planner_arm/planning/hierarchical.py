@@ -14,8 +14,7 @@ from dataclasses import replace
 
 from planner_arm.clock import Deadline
 from planner_arm.llm.client import Completion
-from planner_arm.llm.expand_prompts import EXPAND_PROMPT_VERSION, phases_user_prompt
-from planner_arm.llm.prompts import initial_messages
+from planner_arm.llm.prompts import EXPAND_PROMPT_VERSION, initial_messages, phases_user_prompt
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import read_plan_answer
 from planner_arm.plan.arms import ArmResolver

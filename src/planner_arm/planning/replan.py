@@ -14,8 +14,7 @@ from planner_arm.clock import Deadline
 from planner_arm.config_sections import PlanningSettings
 from planner_arm.errors import BudgetExceeded, PlanValidationError
 from planner_arm.llm.client import Completion
-from planner_arm.llm.prompts import initial_messages
-from planner_arm.llm.replan_prompts import REPLAN_PROMPT_VERSION, replan_user_prompt
+from planner_arm.llm.prompts import REPLAN_PROMPT_VERSION, initial_messages, replan_user_prompt
 from planner_arm.pipeline.assembly import read_plan_answer
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend, budget_figures, budget_problems, describe_budget

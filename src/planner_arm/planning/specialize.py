@@ -22,8 +22,7 @@ from typing import Any, Literal
 from planner_arm.clock import Deadline
 from planner_arm.errors import PlanValidationError, RequestRejected
 from planner_arm.llm.client import AnswerSchema, Completion
-from planner_arm.llm.prompts import Message
-from planner_arm.llm.specialize_prompts import specialize_messages, specialize_repair
+from planner_arm.llm.prompts import Message, specialize_messages, specialize_repair
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import notes as notes_of
 from planner_arm.pipeline.parsing import extract_json

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from planner_arm.config_sections import CircuitSettings
-from planner_arm.llm.breaker import CircuitBreakers, CircuitState, ModelCircuit
+from planner_arm.llm.guarded import CircuitBreakers, CircuitState, ModelCircuit
 from support.app import FakeClock
 
 
