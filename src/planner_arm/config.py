@@ -1,6 +1,7 @@
 """Settings: the built-in defaults, then `planner-config.yaml`, then environment variables.
 
-This is the only module that reads the environment. Everything is validated when the
+This is the only module that reads the environment. Each section of `planner-config.yaml` is a
+validated model (unknown keys are typos, so they are refused); everything is validated when the
 settings are built, so a bad value stops start-up with one line that names the field.
 """
 
@@ -8,10 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -21,24 +23,214 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from planner_arm.config_sections import (
-    ArmSpec,
-    AuthSettings,
-    CacheSettings,
-    CircuitSettings,
-    ConnectionSettings,
-    ExpansionSettings,
-    FallbackSettings,
-    LimitsSettings,
-    ModelSettings,
-    PlanningSettings,
-    Price,
-    RetrySettings,
-    ServerSettings,
-    SpecializeSettings,
-    StoreSettings,
-)
 from planner_arm.defaults import DEFAULT_ARM_ALIASES, DEFAULT_ARMS, DEFAULT_PRICING
+
+ResponseFormat = Literal["json_object", "json_schema", "none"]
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are typos, so they are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSettings(Section):
+    provider: Literal["openai"] = "openai"  # the OpenAI API, or a compatible server
+    name: str = Field("gpt-3.5-turbo", min_length=1)
+    # Tried in order after `name` when it fails hard (auth, unknown model, bad answers).
+    fallback_models: list[str] = Field(default_factory=list)
+    temperature: float = Field(0.3, ge=0.0, le=2.0)
+    max_tokens: int = Field(2000, ge=64, le=32_000)
+    base_url: str | None = None
+    response_format: ResponseFormat = "json_object"
+    # One call's own bound; the request deadline (less the reserves in `retry`) may cut it.
+    call_timeout_seconds: float = Field(30.0, gt=0, le=300)
+
+    @property
+    def chain(self) -> list[str]:
+        """Every model to try, in order, without repeats."""
+        return list(dict.fromkeys([self.name, *self.fallback_models]))
+
+
+class SpecializeSettings(Section):
+    """Stage 2: filling each step's arm input (`"specialize": true`, POST /plan/specialize)."""
+
+    # Steps of one plan whose inputs are asked of the model at the same time.
+    max_concurrency: int = Field(4, ge=1, le=64)
+
+
+class PlanningSettings(Section):
+    min_steps: int = Field(3, ge=1, le=50)
+    max_steps: int = Field(7, ge=1, le=50)
+    require_validation_step: bool = True
+    # The final judge step must depend, directly or through others, on every other step.
+    require_dependency_check: bool = True
+    # The whole request's budget: every LLM call, retry and wait fits inside it.
+    timeout_seconds: float = Field(10.0, gt=0, le=300)
+    # POST /replan: refused once a plan's chain has this many; each step output shown cut.
+    max_replans: int = Field(3, ge=0, le=100)
+    replan_output_chars: int = Field(500, ge=0, le=10_000)
+    # strategy iterative: at most this many steps a stage; the /replan round after
+    # iterative_max_rounds rounds plans only the final check, whatever the model proposes.
+    iterative_stage_steps: int = Field(3, ge=1, le=10)
+    iterative_max_rounds: int = Field(10, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _steps_in_order(self) -> PlanningSettings:
+        if self.min_steps > self.max_steps:
+            raise ValueError(f"min_steps ({self.min_steps}) is above max_steps ({self.max_steps})")
+        return self
+
+
+class RetrySettings(Section):
+    max_llm_calls: int = Field(3, ge=1, le=10)
+    repairs_per_model: int = Field(1, ge=0, le=5)
+    backoff_base_seconds: float = Field(0.25, ge=0, le=30)
+    backoff_max_seconds: float = Field(2.0, ge=0, le=60)
+    # Fraction of each backoff that is randomised, so clients do not retry in lockstep.
+    jitter: float = Field(0.5, ge=0, le=1)
+    # Kept from each call for the next model (at most half of what is left) and the fallback.
+    next_model_reserve_seconds: float = Field(3.0, ge=0, le=300)
+    fallback_reserve_seconds: float = Field(0.1, ge=0, le=10)
+
+
+class FallbackSettings(Section):
+    enabled: bool = True
+    # Low and fixed, so a caller can tell a rule-based plan from a model's.
+    confidence: float = Field(0.35, ge=0, le=1)
+
+
+class Price(Section):
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+
+class ArmSpec(Section):
+    id: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
+    capabilities: list[str] = Field(min_length=1)
+    description: str = Field(min_length=1)
+    # Words in an action that point at this arm (the rule-based selector's first signal).
+    keywords: list[str] = Field(default_factory=list)
+
+
+class ServerSettings(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    max_body_bytes: int = Field(64 * 1024, ge=1024)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["auto", "json", "console"] = "auto"
+    # Origins a browser may call from; none means no CORS headers at all.
+    cors_allow_origins: list[str] = Field(default_factory=list)
+    # On SIGTERM: /ready turns 503, requests in flight get this long to finish.
+    drain_seconds: float = Field(15.0, ge=0, le=300)
+
+
+class ConnectionSettings(Section):
+    """The one pooled HTTP client to the LLM, and how many calls may be in flight."""
+
+    max_connections: int = Field(100, ge=1, le=10_000)
+    max_keepalive_connections: int = Field(20, ge=0, le=10_000)
+    keepalive_expiry_seconds: float = Field(30.0, ge=0, le=3600)
+    connect_timeout_seconds: float = Field(5.0, gt=0, le=60)
+    max_in_flight: int = Field(64, ge=1, le=10_000)
+    # A request waits at most this long (and never past its deadline) for a free call slot;
+    # then the fallback answers instead of a queue that grows without end.
+    queue_timeout_seconds: float = Field(1.0, ge=0, le=60)
+
+
+class CircuitSettings(Section):
+    """Per model: after repeated failures the model is skipped for a cooldown."""
+
+    enabled: bool = True
+    consecutive_failures: int = Field(5, ge=1, le=1000)
+    failure_rate: float = Field(0.5, gt=0, le=1)
+    min_calls: int = Field(10, ge=1, le=10_000)
+    window_seconds: float = Field(60.0, gt=0, le=3600)
+    cooldown_seconds: float = Field(30.0, gt=0, le=3600)
+    max_retry_after_seconds: float = Field(300.0, gt=0, le=86_400)
+
+
+class LimitsSettings(Section):
+    """What a plan request may hold; over these it is refused with a 422."""
+
+    max_goal_chars: int = Field(8_000, ge=1, le=1_000_000)
+    max_constraints: int = Field(32, ge=0, le=10_000)
+    max_constraint_chars: int = Field(1_000, ge=1, le=1_000_000)
+    max_context_bytes: int = Field(32 * 1024, ge=2, le=16 * 1024 * 1024)
+    max_context_depth: int = Field(8, ge=1, le=100)
+
+
+class AuthSettings(Section):
+    """API keys for the planning endpoints; none configured means no key is asked for."""
+
+    api_keys: list[SecretStr] = Field(default_factory=list)
+    # A mounted secret: one key a line; blank lines and lines starting with # are skipped.
+    api_keys_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _read_keys_file(self) -> AuthSettings:
+        if self.api_keys_file is None:
+            return self
+        try:
+            text = self.api_keys_file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read {self.api_keys_file}: {exc.strerror}") from None
+        from_file = [
+            SecretStr(line.strip())
+            for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+        object.__setattr__(self, "api_keys", [*self.api_keys, *from_file])
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.api_keys)
+
+
+class CacheSettings(Section):
+    enabled: bool = True
+    ttl_seconds: float = Field(300.0, gt=0, le=86_400)
+    max_entries: int = Field(1024, ge=1, le=1_000_000)
+
+
+class StoreSettings(Section):
+    """Where plans, idempotency records and the plan cache live: memory, or a shared Redis."""
+
+    # redis://[user:password@]host:port/db or rediss://...; none keeps everything in memory.
+    # A secret because it may carry the password.
+    url: SecretStr | None = None
+    ttl_seconds: float = Field(86_400.0, gt=0, le=30 * 86_400)
+    # Per kind of record (plans, idempotency keys, cache entries) in the memory backend.
+    max_entries: int = Field(10_000, ge=1, le=10_000_000)
+    # Each Redis command and connect; a Redis that hangs costs a request at most about this.
+    socket_timeout_seconds: float = Field(0.5, gt=0, le=30)
+    key_prefix: str = Field("planner-arm", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    # How often a request waiting on another one's idempotency key looks again (Redis).
+    poll_interval_seconds: float = Field(0.05, gt=0, le=5)
+
+    @model_validator(mode="after")
+    def _redis_url(self) -> StoreSettings:
+        # Raised at section level so the error line never echoes the URL and its password.
+        if self.url is None:
+            return self
+        parts = urlsplit(self.url.get_secret_value().strip())
+        if parts.scheme not in ("redis", "rediss"):
+            raise ValueError(
+                f"url must start with redis:// or rediss:// (got scheme {parts.scheme!r})"
+            )
+        if not parts.hostname:
+            raise ValueError("url names no host (expected redis://host:port/db)")
+        return self
+
+
+class ExpansionSettings(Section):
+    """Deeper plans: POST /plan/expand and the hierarchical strategy."""
+
+    # Sub-plans asked of the model at once for one hierarchical plan.
+    concurrency: int = Field(4, ge=1, le=32)
+    # The most steps a hierarchical or expanded plan may have (each sub-plan keeps 3-7).
+    max_plan_steps: int = Field(50, ge=3, le=500)
 
 
 def _default_arms() -> list[ArmSpec]:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from planner_arm.config_sections import CircuitSettings
+from planner_arm.config import CircuitSettings
 from planner_arm.llm.guarded import CircuitBreakers, CircuitState, ModelCircuit
 from support.app import FakeClock
 

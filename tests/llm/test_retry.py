@@ -5,7 +5,7 @@ import random
 import pytest
 
 from planner_arm.clock import Deadline
-from planner_arm.config_sections import RetrySettings
+from planner_arm.config import RetrySettings
 from planner_arm.errors import (
     LLMError,
     LLMRateLimited,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner_arm.config import Settings, load_settings
-from planner_arm.config_sections import ArmSpec
+from planner_arm.config import ArmSpec, Settings, load_settings
 from planner_arm.plan.arms import (
     ArmChoice,
     ArmResolver,

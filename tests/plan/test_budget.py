@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner_arm.config_sections import Price
+from planner_arm.config import Price
 from planner_arm.errors import BudgetExceeded
 from planner_arm.pipeline.assembly import assemble_response
 from planner_arm.plan.arms import ArmResolver

@@ -8,7 +8,7 @@ from graphlib import CycleError
 
 import pytest
 
-from planner_arm.config_sections import Price
+from planner_arm.config import Price
 from planner_arm.plan.budget import llm_cost_usd, price_for
 from planner_arm.plan.estimation import (
     complexity_score,

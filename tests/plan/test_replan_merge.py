@@ -307,7 +307,7 @@ def _fields(previous: PlanResponse, number: int) -> dict[str, Any]:
 
 
 def test_the_replan_request_takes_the_configured_limits() -> None:
-    from planner_arm.config_sections import LimitsSettings
+    from planner_arm.config import LimitsSettings
     from planner_arm.plan.schemas import request_model_for
 
     model = request_model_for(LimitsSettings(max_goal_chars=10), ReplanRequest)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner_arm.config import Settings, load_settings
-from planner_arm.config_sections import PlanningSettings
+from planner_arm.config import PlanningSettings, Settings, load_settings
 from planner_arm.errors import BudgetExceeded
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import budget_problems

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from planner_arm.config import Settings, load_settings
-from planner_arm.config_sections import PlanningSettings
+from planner_arm.config import PlanningSettings, Settings, load_settings
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.validation import PlanRules, validate_plan

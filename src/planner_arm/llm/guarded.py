@@ -22,8 +22,7 @@ from enum import Enum
 import structlog
 
 from planner_arm.clock import Clock, Deadline
-from planner_arm.config import Settings
-from planner_arm.config_sections import CircuitSettings
+from planner_arm.config import CircuitSettings, Settings
 from planner_arm.errors import LLMError, LLMRateLimited, LLMRejected, LLMTransientError
 from planner_arm.llm.client import AnswerSchema, AnswerSink, Completion, LLMClient
 from planner_arm.llm.prompts import Message

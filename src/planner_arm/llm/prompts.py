@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from planner_arm.config_sections import ArmSpec, PlanningSettings
+from planner_arm.config import ArmSpec, PlanningSettings
 from planner_arm.plan.replan import ReplanScope
 from planner_arm.plan.schemas import PlanRequest, PlanStep
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from planner_arm.clock import Clock, Deadline
-from planner_arm.config_sections import RetrySettings
+from planner_arm.config import RetrySettings
 from planner_arm.errors import (
     LLMError,
     LLMRateLimited,

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from planner_arm.config_sections import ArmSpec
+from planner_arm.config import ArmSpec
 from planner_arm.plan.draft import repair
 from planner_arm.plan.lexicon import (
     ARTICLES,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from planner_arm.config_sections import PlanningSettings, Price
+from planner_arm.config import PlanningSettings, Price
 from planner_arm.errors import BudgetExceeded, PlanValidationError
 from planner_arm.plan.estimation import critical_path_duration
 from planner_arm.plan.schemas import Budget, PlanStep

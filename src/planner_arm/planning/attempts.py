@@ -23,7 +23,7 @@ from typing import Generic, Literal, Protocol, TypeVar
 import structlog
 
 from planner_arm.clock import Deadline
-from planner_arm.config_sections import Price, RetrySettings
+from planner_arm.config import Price, RetrySettings
 from planner_arm.errors import LLMError, LLMRateLimited, PlanningFailed, PlanParseError
 from planner_arm.errors import PlanValidationError as AnswerInvalid
 from planner_arm.llm.client import AnswerSchema, AnswerSink, Completion

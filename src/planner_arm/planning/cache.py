@@ -18,8 +18,7 @@ from collections import OrderedDict
 from typing import Any, Protocol
 
 from planner_arm.clock import Clock, Deadline
-from planner_arm.config import Settings
-from planner_arm.config_sections import CacheSettings
+from planner_arm.config import CacheSettings, Settings
 from planner_arm.errors import StoreUnavailable
 from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from planner_arm.clock import Deadline
-from planner_arm.config_sections import PlanningSettings
+from planner_arm.config import PlanningSettings
 from planner_arm.errors import BudgetExceeded, PlanValidationError
 from planner_arm.llm.client import Completion
 from planner_arm.llm.prompts import REPLAN_PROMPT_VERSION, initial_messages, replan_user_prompt

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, NamedTuple
 
-from planner_arm.config_sections import PlanningSettings
+from planner_arm.config import PlanningSettings
 from planner_arm.errors import BudgetExceeded
 from planner_arm.plan import arms
 from planner_arm.plan.arms import ArmResolver, typical_cost_tier, typical_duration_seconds

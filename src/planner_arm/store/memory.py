@@ -13,8 +13,18 @@ import uuid
 from collections import OrderedDict
 
 from planner_arm.clock import Clock, Deadline
-from planner_arm.store.base import Claimed, ClaimOutcome, InProgress, JSONObject, StoreKind
-from planner_arm.store.records import answered_record, claim_record, decode, encode, outcome_of
+from planner_arm.store.base import (
+    Claimed,
+    ClaimOutcome,
+    InProgress,
+    JSONObject,
+    StoreKind,
+    answered_record,
+    claim_record,
+    decode,
+    encode,
+    outcome_of,
+)
 
 
 class ExpiringMap:

@@ -22,8 +22,12 @@ from redis.exceptions import RedisError
 
 from planner_arm.clock import Clock, Deadline
 from planner_arm.errors import StoreUnavailable
-from planner_arm.store.base import Claimed, ClaimOutcome, InProgress, JSONObject, StoreKind
-from planner_arm.store.records import (
+from planner_arm.store.base import (
+    Claimed,
+    ClaimOutcome,
+    InProgress,
+    JSONObject,
+    StoreKind,
     answered_record,
     claim_record,
     decode,
