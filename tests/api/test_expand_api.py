@@ -202,7 +202,8 @@ async def _previous(client: httpx.AsyncClient) -> dict[str, Any]:
 async def test_expanding_a_specialized_plan_leaves_no_input_naming_the_replaced_step() -> None:
     """The steps after the replaced one read its output; once it is gone their inputs are
     made again, and the new steps get one too: every input of the answer holds."""
-    from planner_arm.plan.inputs import ancestors_of_each, check_input
+    from planner_arm.plan.dag import ancestors_of_each
+    from planner_arm.plan.inputs import check_input
     from planner_arm.plan.schemas import PlanStep
 
     async with running_app(make_settings(llm=False)) as client:

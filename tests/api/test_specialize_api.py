@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import respx
 
-from planner_arm.plan.inputs import ancestors_of_each, check_input, input_schema
+from planner_arm.plan.dag import ancestors_of_each
+from planner_arm.plan.inputs import check_input, input_schema
 from planner_arm.plan.schemas import PlanStep
 from support.app import answer, good_plan, make_settings, running_app
 from support.invariants import assert_error_body, assert_valid_plan, sample

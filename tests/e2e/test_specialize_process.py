@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from planner_arm.plan.inputs import ancestors_of_each, check_input
+from planner_arm.plan.dag import ancestors_of_each
+from planner_arm.plan.inputs import check_input
 from planner_arm.plan.schemas import PlanStep
 from support.invariants import assert_error_body, assert_valid_plan
 from support.service import serving

@@ -10,10 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner_arm.errors import PlanValidationError
+from planner_arm.plan.dag import ancestors, ancestors_of_each
 from planner_arm.plan.inputs import (
     INPUT_MODELS,
-    ancestors,
-    ancestors_of_each,
     check_input,
     input_schema,
 )

@@ -48,10 +48,10 @@ def test_entries_expire_and_the_least_recent_goes_first(fake_clock: FakeClock) -
 
     cache = PlanCache(ttl=300, max_entries=2, clock=fake_clock.as_clock())
     plan = PlanResponse.model_construct()
-    cache.put("a", plan)
-    cache.put("b", plan)
+    cache.keep("a", plan)
+    cache.keep("b", plan)
     assert cache.get("a") is plan  # a is now the most recent
-    cache.put("c", plan)
+    cache.keep("c", plan)
     assert cache.get("b") is None
     assert cache.get("a") is plan
     fake_clock.time += 300

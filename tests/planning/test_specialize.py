@@ -11,7 +11,8 @@ import httpx
 import respx
 
 from planner_arm.clock import Deadline
-from planner_arm.plan.inputs import ancestors_of_each, check_input, input_schema
+from planner_arm.plan.dag import ancestors_of_each
+from planner_arm.plan.inputs import check_input, input_schema
 from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanStep
 from planner_arm.planning.specialize import Specializer
 from planner_arm.planning.wiring import Service

@@ -21,7 +21,7 @@ from typing import Any, TypeGuard
 
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.dag import JUDGE_ARM
+from planner_arm.plan.dag import JUDGE_ARM, stable_topological_order
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.validation import (
@@ -30,7 +30,6 @@ from planner_arm.plan.validation import (
     MIN_COST_TIER,
     MIN_DURATION_SECONDS,
     PlanRules,
-    stable_topological_order,
     validate_plan,
 )
 

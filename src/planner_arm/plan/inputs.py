@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from functools import cache
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -25,42 +25,9 @@ _REFERENCE = re.compile(r"\s*steps\.(\d+)\.output\s*")
 STEP_LIST_FIELDS = ("inputs_from",)
 
 
-class StepLike(Protocol):
-    @property
-    def step(self) -> int: ...
-
-    @property
-    def depends_on(self) -> list[int]: ...
-
-
 def reference(step: int) -> str:
     """The text that names step `step`'s output inside an input value."""
     return f"{{{{steps.{step}.output}}}}"
-
-
-def ancestors_of_each(steps: Sequence[StepLike]) -> dict[int, frozenset[int]]:
-    """For each step, every step it depends on, directly or through others."""
-    direct = {step.step: list(step.depends_on) for step in steps}
-    return {number: _walk(direct, number) for number in direct}
-
-
-def ancestors(steps: Sequence[StepLike], number: int) -> frozenset[int]:
-    """Every step that step `number` depends on, directly or through others."""
-    return _walk({step.step: list(step.depends_on) for step in steps}, number)
-
-
-def _walk(direct: dict[int, list[int]], number: int) -> frozenset[int]:
-    # A walk, not a recursion: a plan sent by a caller may be long, have cycles or name
-    # missing steps (validation reports those; here they only end the walk).
-    seen: set[int] = set()
-    todo = list(direct.get(number, []))
-    while todo:
-        parent = todo.pop()
-        if parent in seen or parent == number or parent not in direct:
-            continue
-        seen.add(parent)
-        todo.extend(direct[parent])
-    return frozenset(seen)
 
 
 def _strings(value: Any) -> Iterable[str]:

@@ -27,13 +27,13 @@ from planner_arm.plan.dag import (
     JUDGE_COST_TIER,
     JUDGE_CRITERIA,
     JUDGE_DURATION_SECONDS,
+    stable_topological_order,
 )
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
 from planner_arm.plan.endpoint_schemas import FINISHED_STATUSES, ReplanRequest, StepState
 from planner_arm.plan.schemas import PlanDiff, PlanResponse, PlanStep
 from planner_arm.plan.validation import (
     PlanRules,
-    stable_topological_order,
     validate_plan,
 )
 

@@ -7,10 +7,8 @@ Steps are named in repair and error details by the numbers the model gave them.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Sequence
 from dataclasses import dataclass
-from graphlib import CycleError, TopologicalSorter
+from graphlib import CycleError
 
 from planner_arm.config import Settings
 from planner_arm.errors import PlanValidationError
@@ -20,6 +18,7 @@ from planner_arm.plan.dag import (
     JUDGE_ARM,
     complete_final_check,
     judge_step,
+    stable_topological_order,
 )
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
 from planner_arm.plan.schemas import PlanStep
@@ -146,7 +145,7 @@ def _order_or_cycle(
 ) -> list[int] | None:
     """The steps' positions in dependency order, or None after putting a cycle first in errors."""
     try:
-        return _stable_topological_order([step.deps for step in work])
+        return stable_topological_order([step.deps for step in work])
     except CycleError as exc:
         errors.insert(0, ("cycle", _describe_cycle(exc.args[1], ids)))
         return None
@@ -340,27 +339,6 @@ def _duration(
     return duration
 
 
-def _stable_topological_order(deps: Sequence[Sequence[int]]) -> list[int]:
-    """Positions in dependency order, earliest-listed first among the ready ones.
-
-    Raises graphlib.CycleError. A plan already in order (the usual case) skips graphlib.
-    """
-    if all(dep < pos for pos, step_deps in enumerate(deps) for dep in step_deps):
-        return list(range(len(deps)))
-    sorter = TopologicalSorter(dict(enumerate(deps)))
-    sorter.prepare()
-    ready = list(sorter.get_ready())
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        pos = heapq.heappop(ready)
-        order.append(pos)
-        sorter.done(pos)
-        for unlocked in sorter.get_ready():
-            heapq.heappush(ready, unlocked)
-    return order
-
-
 def _describe_cycle(cycle: list[int], ids: list[int | None]) -> str:
     """'dependency cycle: 1 -> 3 -> 1', where each step depends on the one after its arrow.
 
@@ -381,7 +359,3 @@ def _count_error(n: int, needs_judge: bool, rules: PlanRules) -> str | None:
     if needs_judge:
         have += f" and lacks a final judge step ({total} with one appended)"
     return f"{have}; between {rules.min_steps} and {rules.max_steps} are required"
-
-
-# Public for the checks of edited and replanned plans, which order steps the same way.
-stable_topological_order = _stable_topological_order

@@ -8,17 +8,17 @@ quality problem only the model can mend), then the next model. Before each call 
 whether the request may spend another call, the seconds and the dollars it needs.
 
 The loop never raises for a model's failure: it answers with the model's answer, or with the
-`ModelFailure` that says why there is none. `AnswerPath` puts the fallback after it: the
-rule-based answer when the model gave none, or `PlanningFailed` when the fallback is off.
+`ModelFailure` that says why there is none. `ModelChain.answer` puts the fallback after it:
+the rule-based answer when the model gave none, or `PlanningFailed` when the fallback is off.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from enum import Enum
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import structlog
 
@@ -31,8 +31,11 @@ from planner_arm.llm.guarded import CallSkipped, GuardedLLM
 from planner_arm.llm.prompts import Message, with_repair
 from planner_arm.llm.retry import Next, RetryPolicy
 from planner_arm.metrics import PlannerMetrics
+from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend, estimate_call_usd, price_for
 from planner_arm.plan.quality import QualityProblem
+from planner_arm.plan.schemas import Budget
+from planner_arm.plan.validation import PlanRules
 
 T = TypeVar("T")
 
@@ -180,34 +183,34 @@ class _SendBack:
     usable: bool
 
 
+@dataclass
 class ModelChain:
-    """The models of the chain behind their guard, and the one loop that asks them."""
+    """The models of the chain behind their guard (none when no model is configured), the one
+    loop that asks them, and the fallback gate after it: ask -> read -> fall back, the one
+    path of every strategy from a question to an answer."""
 
-    def __init__(
-        self,
-        llm: GuardedLLM,
-        *,
-        models: Sequence[str],
-        retry: RetrySettings,
-        call_time: CallTime,
-        policy: RetryPolicy,
-        pricing: dict[str, Price],
-        max_tokens: int,
-        metrics: PlannerMetrics,
-    ) -> None:
-        self.llm = llm
-        self.models = list(models)
-        self.retry = retry
-        self.call_time = call_time
-        self.policy = policy
-        self._pricing = pricing
-        self._max_tokens = max_tokens
-        self.metrics = metrics
-        # Bound once: a module-level lazy logger rebuilds itself on every call.
-        self.log = structlog.get_logger("planner_arm.planning.attempts").bind()
+    llm: GuardedLLM | None
+    gate: FallbackGate
+    _: KW_ONLY
+    models: list[str]
+    retry: RetrySettings
+    call_time: CallTime
+    policy: RetryPolicy
+    pricing: dict[str, Price]
+    max_tokens: int
+    metrics: PlannerMetrics
+    # Bound once: a module-level lazy logger rebuilds itself on every call.
+    log: Any = field(
+        init=False, default_factory=lambda: structlog.get_logger("planner_arm.planning.attempts")
+    )
+
+    @property
+    def configured(self) -> bool:
+        return self.llm is not None
 
     def health(self) -> ModelHealth:
-        return ModelHealth(self.llm.circuits())
+        """Each model's circuit now; empty when no model is configured."""
+        return ModelHealth(self.llm.circuits() if self.llm is not None else {})
 
     async def ask(
         self,
@@ -215,14 +218,17 @@ class ModelChain:
         deadline: Deadline,
         spend: Spend,
         *,
-        max_llm_usd: float | None = None,
+        budget: Budget | None = None,
         listener: AnswerSink | None = None,
     ) -> ModelAnswer[T] | ModelFailure:
         """The models' answer to `question` within `deadline`, or why there is none.
 
-        `max_llm_usd` (the caller's budget) stops calls whose likely cost would pass it;
+        The caller's `budget` (its max_llm_usd) stops calls whose likely cost would pass it;
         `listener` watches each answer being written."""
-        run = _Run(self, question, deadline, spend, max_llm_usd, listener)
+        if self.llm is None:
+            return NO_MODEL
+        max_llm_usd = budget.max_llm_usd if budget is not None else None
+        run = _Run(self, self.llm, question, deadline, spend, max_llm_usd, listener)
         # The per-call bounds already keep to the deadline; this catches whatever slips past
         # them (a retry wait, a slow slot), so the fallback still answers in time.
         try:
@@ -233,7 +239,34 @@ class ModelChain:
 
     def models_after(self, index: int) -> int:
         """How many later models of the chain could still be asked (circuit not open)."""
-        return sum(1 for model in self.models[index + 1 :] if self.llm.may_call(model))
+        llm = self.llm
+        return sum(
+            1 for model in self.models[index + 1 :] if llm is not None and llm.may_call(model)
+        )
+
+    async def answer(
+        self,
+        question: Question[T],
+        by_rule: Callable[[], T],
+        deadline: Deadline,
+        spend: Spend,
+        *,
+        budget: Budget | None = None,
+        listener: AnswerSink | None = None,
+    ) -> Sourced[T]:
+        """The models' answer, or through the fallback gate the rule-based one."""
+        outcome = await self.ask(question, deadline, spend, budget=budget, listener=listener)
+        return self.settle(outcome, by_rule, spend)
+
+    def settle(
+        self, outcome: ModelAnswer[T] | ModelFailure, by_rule: Callable[[], T], spend: Spend
+    ) -> Sourced[T]:
+        """The model's answer, or through the gate the rule-based one (a caller that handles a
+        failure its own way first asks, then settles)."""
+        if isinstance(outcome, ModelAnswer):
+            return Sourced(outcome.value, outcome.model)
+        self.gate.fall_back(outcome, spend)
+        return Sourced(by_rule(), None)
 
     def reserve(
         self, model: str, messages: list[Message], spend: Spend, max_llm_usd: float | None
@@ -244,8 +277,8 @@ class ModelChain:
         if max_llm_usd is None:
             return 0.0
         prompt_chars = sum(len(message["content"]) for message in messages)
-        price = price_for(model, self._pricing)
-        estimate = estimate_call_usd(spend, prompt_chars, self._max_tokens, price)
+        price = price_for(model, self.pricing)
+        estimate = estimate_call_usd(spend, prompt_chars, self.max_tokens, price)
         if spend.usd + spend.reserved + estimate > max_llm_usd:
             return None
         spend.reserved += estimate
@@ -259,13 +292,15 @@ class _Run(Generic[T]):
     def __init__(
         self,
         chain: ModelChain,
+        llm: GuardedLLM,
         question: Question[T],
         deadline: Deadline,
         spend: Spend,
         max_llm_usd: float | None,
         listener: AnswerSink | None,
     ) -> None:
-        self.chain, self.question, self.deadline, self.spend = chain, question, deadline, spend
+        self.chain, self.llm, self.question = chain, llm, question
+        self.deadline, self.spend = deadline, spend
         self.max_llm_usd, self.listener = max_llm_usd, listener
         self.calls_left = chain.retry.max_llm_calls
         self.failure = ModelFailure("call_budget", "no LLM call was made", [])
@@ -336,7 +371,7 @@ class _Run(Generic[T]):
         self, model: str, messages: list[Message], go: _Go
     ) -> Completion | LLMError | CallSkipped:
         try:
-            completion = await self.chain.llm.call(
+            completion = await self.llm.call(
                 model,
                 messages,
                 self.deadline,
@@ -440,51 +475,13 @@ class Sourced(Generic[T]):
         return "llm" if self.model is not None else "fallback"
 
 
-class AnswerPath:
-    """ask -> read -> fall back: the one path of every strategy from a question to an answer.
-    The model's answer when it gives a usable one, else the rule-based one through the gate."""
+@dataclass(kw_only=True)
+class ModelPlanner:
+    """What every planner that asks the models for plans uses: the models (with the fallback
+    gate after them), the plan rules its answers must keep, the arm resolver that reads them,
+    and the system prompt."""
 
-    def __init__(self, models: ModelChain | None, gate: FallbackGate) -> None:
-        self.models = models
-        self.gate = gate
-
-    async def ask(
-        self,
-        question: Question[T],
-        deadline: Deadline,
-        spend: Spend,
-        *,
-        max_llm_usd: float | None = None,
-        listener: AnswerSink | None = None,
-    ) -> ModelAnswer[T] | ModelFailure:
-        """The models' answer alone (no fallback): for a caller that handles a failure its own
-        way before falling back (a node that ran out of time stays one step)."""
-        if self.models is None:
-            return NO_MODEL
-        return await self.models.ask(
-            question, deadline, spend, max_llm_usd=max_llm_usd, listener=listener
-        )
-
-    async def answer(
-        self,
-        question: Question[T],
-        by_rule: Callable[[], T],
-        deadline: Deadline,
-        spend: Spend,
-        *,
-        max_llm_usd: float | None = None,
-        listener: AnswerSink | None = None,
-    ) -> Sourced[T]:
-        outcome = await self.ask(
-            question, deadline, spend, max_llm_usd=max_llm_usd, listener=listener
-        )
-        return self.settle(outcome, by_rule, spend)
-
-    def settle(
-        self, outcome: ModelAnswer[T] | ModelFailure, by_rule: Callable[[], T], spend: Spend
-    ) -> Sourced[T]:
-        """The model's answer, or through the gate the rule-based one."""
-        if isinstance(outcome, ModelAnswer):
-            return Sourced(outcome.value, outcome.model)
-        self.gate.fall_back(outcome, spend)
-        return Sourced(by_rule(), None)
+    models: ModelChain
+    rules: PlanRules
+    resolver: ArmResolver
+    system_prompt: str

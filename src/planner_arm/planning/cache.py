@@ -14,7 +14,6 @@ import asyncio
 import hashlib
 import json
 import uuid
-from collections import OrderedDict
 from typing import Any, Protocol
 
 from planner_arm.clock import Clock, Deadline
@@ -25,6 +24,7 @@ from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
 from planner_arm.planning.attempts import PlanListener
 from planner_arm.store.base import PlanStore, note_store_failure
+from planner_arm.store.memory import ExpiringMap
 
 _NO_COST = EstimatedCost(llm_usd=0.0, prompt_tokens=0, completion_tokens=0)
 
@@ -81,34 +81,15 @@ def cacheable(response: PlanResponse) -> bool:
     return True
 
 
-class PlanCache:
-    """Least-recently-used entries, each good for `ttl` seconds on the injected clock."""
+class PlanCache(ExpiringMap[PlanResponse]):
+    """Least-recently-used plans, each good for `ttl` seconds on the injected clock."""
 
     def __init__(self, ttl: float, max_entries: int, clock: Clock) -> None:
+        super().__init__(max_entries, clock)
         self._ttl = ttl
-        self._max_entries = max_entries
-        self._clock = clock
-        self._entries: OrderedDict[str, tuple[float, PlanResponse]] = OrderedDict()
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: str) -> PlanResponse | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        expires_at, response = entry
-        if self._clock.now() >= expires_at:
-            del self._entries[key]
-            return None
-        self._entries.move_to_end(key)
-        return response
-
-    def put(self, key: str, response: PlanResponse) -> None:
-        self._entries[key] = (self._clock.now() + self._ttl, response)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._max_entries:
-            self._entries.popitem(last=False)
+    def keep(self, key: str, response: PlanResponse) -> None:
+        self.put(key, response, self._ttl)
 
 
 class Planner(Protocol):
@@ -225,7 +206,7 @@ class CachingPlanner:
 
     async def _keep(self, key: str, response: PlanResponse) -> None:
         if self._shared is None:
-            self._cache.put(key, response)
+            self._cache.keep(key, response)
             return
         try:
             await self._shared.cache_put(key, response.model_dump(mode="json"), self._ttl)

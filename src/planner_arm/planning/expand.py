@@ -13,7 +13,7 @@ model does. An expansion is not a replan: `replan_count` stays as it was.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 
 from planner_arm.clock import Deadline
 from planner_arm.errors import BudgetExceeded, ExpandRejected, PlanValidationError
@@ -21,7 +21,6 @@ from planner_arm.llm.client import Completion
 from planner_arm.llm.prompts import EXPAND_PROMPT_VERSION, initial_messages, subplan_user_prompt
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
-from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend, budget_figures, budget_problems, describe_budget
 from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan
@@ -30,7 +29,7 @@ from planner_arm.plan.hierarchy import expandable_step, expanded_tree, leaf_id, 
 from planner_arm.plan.replan import plan_diff
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
-from planner_arm.planning.attempts import AnswerPath, ModelFailure, Question
+from planner_arm.planning.attempts import ModelFailure, ModelPlanner, Question
 from planner_arm.rules.planner import step_detail
 
 # Checks a sub-plan's steps in their place (the budget of the whole plan); raises
@@ -57,23 +56,11 @@ class SubPlan:
     compound: set[int] = field(default_factory=set)  # steps marked to be broken down again
 
 
-class SubPlanner:
-    def __init__(
-        self,
-        path: AnswerPath,
-        *,
-        rules: PlanRules,
-        resolver: ArmResolver,
-        system_prompt: str,
-    ) -> None:
-        self.path = path
-        self._rules = rules
-        self._resolver = resolver
-        self._system_prompt = system_prompt
-
-    def rules(self, room: int) -> PlanRules:
+@dataclass(kw_only=True)
+class SubPlanner(ModelPlanner):
+    def rules_within(self, room: int) -> PlanRules:
         """The plan rules with at most `room` steps (never below min_steps: callers check)."""
-        rules = self._rules
+        rules = self.rules
         return replace(rules, max_steps=max(rules.min_steps, min(rules.max_steps, room)))
 
     async def ask(
@@ -106,16 +93,16 @@ class SubPlanner:
 
         def read(completion: Completion) -> tuple[DraftPlan, ValidPlan]:
             return read_plan_answer(
-                completion.content, completion.truncated, self._resolver, checked
+                completion.content, completion.truncated, self.resolver, checked
             )
 
-        question = Question(initial_messages(self._system_prompt, user), read)
+        question = Question(initial_messages(self.system_prompt, user), read)
         budget = request.budget
-        outcome = await self.path.ask(
+        outcome = await self.models.ask(
             question,
             deadline,
             spend,
-            max_llm_usd=budget.max_llm_usd if budget is not None else None,
+            budget=budget,
         )
         if isinstance(outcome, ModelFailure):
             return outcome
@@ -136,7 +123,7 @@ class SubPlanner:
         # work per criterion, the check; fewer parts to fit.
         wanted = 2 + len(task.step.acceptance_criteria)
         natural = max(rules.min_steps, min(rules.max_steps, wanted))
-        arm_ids = self._resolver.arm_ids
+        arm_ids = self.resolver.arm_ids
         best: SubPlan | None = None
         for size in range(natural, rules.min_steps - 1, -1):
             draft = step_detail(task.step, request.constraints, arm_ids=arm_ids, size=size)
@@ -157,25 +144,18 @@ def _compound(draft: DraftPlan, valid: ValidPlan) -> set[int]:
     }
 
 
+@dataclass
 class Expander:
-    def __init__(
-        self,
-        subplans: SubPlanner,
-        *,
-        rules: PlanRules,
-        max_plan_steps: int,
-        fallback_confidence: float,
-        metrics: PlannerMetrics,
-    ) -> None:
-        self._subplans = subplans
-        self._rules = rules
-        self._max_plan_steps = max_plan_steps
-        self._fallback_confidence = fallback_confidence
-        self._metrics = metrics
+    subplans: SubPlanner
+    _: KW_ONLY
+    rules: PlanRules
+    max_plan_steps: int
+    fallback_confidence: float
+    metrics: PlannerMetrics
 
     def check(self, request: ExpandRequest, previous: PlanResponse) -> PlanRules:
         """The sub-plan's rules; raises ExpandRejected or BudgetExceeded before any model call."""
-        rules = self._rules
+        rules = self.rules
         expandable_step(previous.plan, request.step, rules)
         if not previous.complete:
             # An iterative answer holds the steps that can start now; a sub-plan would add a
@@ -186,7 +166,7 @@ class Expander:
                 code="step_not_expandable",
             )
         others = len(previous.plan) - 1
-        cap = self._max_plan_steps
+        cap = self.max_plan_steps
         if others + rules.min_steps > cap:
             raise ExpandRejected(
                 f"the plan has {len(previous.plan)} steps; with a sub-plan of at least "
@@ -203,7 +183,7 @@ class Expander:
                     figures={"max_steps": budget.max_steps, "steps": others + rules.min_steps},
                 )
             room = min(room, budget.max_steps - others)
-        return self._subplans.rules(room)
+        return self.subplans.rules_within(room)
 
     async def expand(
         self,
@@ -214,12 +194,12 @@ class Expander:
     ) -> PlanResponse:
         rules = self.check(request, previous)
         spend = Spend()
-        target = expandable_step(previous.plan, request.step, self._rules)
+        target = expandable_step(previous.plan, request.step, self.rules)
         before, after = surroundings(previous.plan, request.step)
         parent = leaf_id(previous.tree or [], request.step) or str(request.step)
 
         def spliced(sub: list[PlanStep]) -> list[PlanStep]:
-            return splice(previous.plan, request.step, sub, parent=parent, rules=self._rules)
+            return splice(previous.plan, request.step, sub, parent=parent, rules=self.rules)
 
         def check(sub: list[PlanStep]) -> None:
             problems = budget_problems(spliced(sub), request.budget)
@@ -227,13 +207,13 @@ class Expander:
                 raise PlanValidationError("; ".join(problems), code="over_budget", errors=problems)
 
         task = SubPlanTask(target, before, after)
-        sub = await self._subplans.ask(request, task, deadline, spend, rules, check)
+        sub = await self.subplans.ask(request, task, deadline, spend, rules, check)
         if isinstance(sub, ModelFailure):
-            self._subplans.path.gate.fall_back(sub, spend)
+            self.subplans.models.gate.fall_back(sub, spend)
             sub = self._rule_based(request, task, rules, spliced)
         steps = spliced(sub.valid.steps)
         expanded = self._answer(request, previous, request_id, deadline, spend, sub, steps)
-        self._metrics.child(self._metrics.expansions, sub.source).inc()
+        self.metrics.child(self.metrics.expansions, sub.source).inc()
         return expanded
 
     def _rule_based(
@@ -243,7 +223,7 @@ class Expander:
         rules: PlanRules,
         spliced: Callable[[list[PlanStep]], list[PlanStep]],
     ) -> SubPlan:
-        sub, fitted = self._subplans.rule_based(
+        sub, fitted = self.subplans.rule_based(
             request, task, rules, lambda steps: not budget_problems(spliced(steps), request.budget)
         )
         if not fitted:
@@ -290,7 +270,7 @@ class Expander:
             prompt_version=EXPAND_PROMPT_VERSION,
             fixed_confidence=None
             if by_model
-            else min(previous.confidence, self._fallback_confidence),
+            else min(previous.confidence, self.fallback_confidence),
         )
         tree = expanded_tree(previous.tree, request.step, added) if previous.tree else None
         return response.model_copy(

@@ -10,41 +10,27 @@ that no plan fits is `BudgetExceeded`. An answer over budget earns a repair prom
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from planner_arm.clock import Deadline
 from planner_arm.llm.client import Completion
 from planner_arm.llm.prompts import PROMPT_VERSION, initial_messages, user_prompt
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
-from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend, check_answer_budget, describe_budget
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quality_problems
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
-from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
-from planner_arm.planning.attempts import AnswerPath, PlanListener, Question, Sourced
+from planner_arm.plan.validation import ValidPlan, validate_plan
+from planner_arm.planning.attempts import ModelPlanner, PlanListener, Question, Sourced
 from planner_arm.rules.planner import RuleBasedPlanner
 
 PlanAnswer = tuple[DraftPlan, ValidPlan]
 
 
-class FlatPlanner:
-    def __init__(
-        self,
-        path: AnswerPath,
-        rule_based: RuleBasedPlanner,
-        *,
-        rules: PlanRules,
-        resolver: ArmResolver,
-        system_prompt: str,
-        example_texts: Sequence[str],
-    ) -> None:
-        self._path = path
-        self._rule_based = rule_based
-        self._rules = rules
-        self._resolver = resolver
-        self._system_prompt = system_prompt
-        self._example_texts = example_texts
+@dataclass(kw_only=True)
+class FlatPlanner(ModelPlanner):
+    rule_based: RuleBasedPlanner
+    example_texts: Sequence[str]
 
     async def plan(
         self,
@@ -55,22 +41,19 @@ class FlatPlanner:
     ) -> PlanResponse:
         """A plan for `request`; `listener` watches the model's answers being written, and
         names the plan (a streamed answer announced its plan_id before the plan existed)."""
-        self._rule_based.refuse_impossible(request.budget)
+        self.rule_based.refuse_impossible(request.budget)
         spend = Spend()
         budget = request.budget
-        answer = await self._path.answer(
+        answer = await self.models.answer(
             self.question(request),
-            lambda: self._rule_based.plan(request, request.budget),
+            lambda: self.rule_based.plan(request, request.budget),
             deadline,
             spend,
-            max_llm_usd=budget.max_llm_usd if budget is not None else None,
+            budget=budget,
             listener=listener,
         )
-        confidence = self._rule_based.confidence
-        response = respond(answer, request, request_id, spend, deadline, PROMPT_VERSION, confidence)
-        if listener is not None:
-            response = response.model_copy(update={"plan_id": listener.plan_id})
-        return response
+        confidence = self.rule_based.confidence
+        return respond(answer, request, request_id, spend, deadline, PROMPT_VERSION, confidence)
 
     def question(self, request: PlanRequest) -> Question[PlanAnswer]:
         """The /plan request as the model is asked it, and how its answer is read."""
@@ -82,8 +65,8 @@ class FlatPlanner:
             draft, valid = read_plan_answer(
                 completion.content,
                 completion.truncated,
-                self._resolver,
-                lambda draft: validate_plan(draft, self._rules),
+                self.resolver,
+                lambda draft: validate_plan(draft, self.rules),
             )
             check_answer_budget(valid.steps, request.budget)  # over budget: a repair prompt
             # A prohibition no step mentions is checked by the last step: mended here, free.
@@ -91,10 +74,10 @@ class FlatPlanner:
             return draft, ValidPlan(steps=steps, repairs=[*valid.repairs, *checked])
 
         def quality(answer: PlanAnswer) -> list[QualityProblem]:
-            return quality_problems(answer[1].steps, request.constraints, self._example_texts)
+            return quality_problems(answer[1].steps, request.constraints, self.example_texts)
 
         return Question(
-            initial_messages(self._system_prompt, user), read, quality=quality, noted=_noted
+            initial_messages(self.system_prompt, user), read, quality=quality, noted=_noted
         )
 
 

@@ -10,24 +10,23 @@ folding the last expansions back into single steps.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from planner_arm.clock import Deadline
 from planner_arm.llm.client import Completion
 from planner_arm.llm.prompts import EXPAND_PROMPT_VERSION, initial_messages, phases_user_prompt
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import read_plan_answer
-from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend, budget_problems, check_answer_budget, describe_budget
 from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan, split_note
 from planner_arm.plan.hierarchy import Node, expanded_nodes, flatten, leaf_count
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
-from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
+from planner_arm.plan.validation import ValidPlan, validate_plan
 from planner_arm.planning.attempts import (
     MIN_CALL_SECONDS,
-    AnswerPath,
     ModelFailure,
+    ModelPlanner,
     PlanListener,
     Question,
 )
@@ -36,29 +35,13 @@ from planner_arm.planning.flat import PlanAnswer, respond
 from planner_arm.rules.planner import RuleBasedPlanner
 
 
-class HierarchicalPlanner:
-    def __init__(
-        self,
-        path: AnswerPath,
-        rule_based: RuleBasedPlanner,
-        subplans: SubPlanner,
-        *,
-        rules: PlanRules,
-        resolver: ArmResolver,
-        system_prompt: str,
-        concurrency: int,
-        max_plan_steps: int,
-        metrics: PlannerMetrics,
-    ) -> None:
-        self._path = path
-        self._rule_based = rule_based
-        self.subplans = subplans
-        self.rules = rules
-        self._resolver = resolver
-        self._system_prompt = system_prompt
-        self.concurrency = concurrency
-        self._max_plan_steps = max_plan_steps
-        self.metrics = metrics
+@dataclass(kw_only=True)
+class HierarchicalPlanner(ModelPlanner):
+    rule_based: RuleBasedPlanner
+    subplans: SubPlanner
+    concurrency: int
+    max_plan_steps: int
+    metrics: PlannerMetrics
 
     async def plan(
         self,
@@ -68,20 +51,20 @@ class HierarchicalPlanner:
         listener: PlanListener | None = None,
     ) -> PlanResponse:
         """The hierarchical plan; PlanningFailed only with the fallback off."""
-        self._rule_based.refuse_impossible(request.budget)
+        self.rule_based.refuse_impossible(request.budget)
         spend = Spend()
         budget = request.budget
-        phases = await self._path.answer(
+        phases = await self.models.answer(
             self._phases(request),
-            lambda: self._rule_based.plan(request, request.budget),
+            lambda: self.rule_based.plan(request, request.budget),
             deadline,
             spend,
-            max_llm_usd=budget.max_llm_usd if budget is not None else None,
+            budget=budget,
         )
         draft, valid = phases.value
         top = [Node(step) for step in valid.steps]
         if request.max_depth >= 2:
-            use_model = phases.model is not None and self._path.models is not None
+            use_model = phases.model is not None
             run = _Expansion(self, request, deadline, spend, use_model)
             last = top[-1] if top and top[-1].step.required_arm == JUDGE_ARM else None
             await asyncio.gather(
@@ -101,12 +84,9 @@ class HierarchicalPlanner:
             spend,
             deadline,
             EXPAND_PROMPT_VERSION,
-            self._rule_based.confidence,
+            self.rule_based.confidence,
         )
-        response = response.model_copy(update={"strategy": "hierarchical", "tree": tree})
-        if listener is not None:  # a streamed answer announced its plan_id already
-            response = response.model_copy(update={"plan_id": listener.plan_id})
-        return response
+        return response.model_copy(update={"strategy": "hierarchical", "tree": tree})
 
     def _phases(self, request: PlanRequest) -> Question[PlanAnswer]:
         user = phases_user_prompt(
@@ -120,15 +100,15 @@ class HierarchicalPlanner:
 
         def read(completion: Completion) -> PlanAnswer:
             return read_plan_answer(
-                completion.content, completion.truncated, self._resolver, checked
+                completion.content, completion.truncated, self.resolver, checked
             )
 
-        return Question(initial_messages(self._system_prompt, user), read)
+        return Question(initial_messages(self.system_prompt, user), read)
 
     def _fit(self, top: list[Node], request: PlanRequest, spend: Spend) -> None:
         """Fold the last expansions back into single steps until the plan fits the budget
         and the size cap (the phases alone fit: their answer was checked)."""
-        cap = self._max_plan_steps
+        cap = self.max_plan_steps
         budget = request.budget
         while True:
             size = leaf_count(top)
@@ -188,7 +168,7 @@ class _Expansion:
 
     async def _subplan(self, task: SubPlanTask, node_id: str) -> SubPlan | None:
         subplans = self.owner.subplans
-        rules = subplans.rules(self.owner.rules.max_steps)
+        rules = subplans.rules_within(self.owner.rules.max_steps)
         if not self.use_model:
             return subplans.rule_based(self.request, task, rules)[0]
         async with self.slots:
@@ -204,7 +184,7 @@ class _Expansion:
             if outcome.reason == "deadline":
                 self.spend.warn_once(f"node_not_expanded: {node_id}: {outcome.detail}")
                 return None
-            subplans.path.gate.fall_back(outcome, self.spend)
+            subplans.models.gate.fall_back(outcome, self.spend)
             return subplans.rule_based(self.request, task, rules)[0]
         return outcome
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 
 from pydantic import BaseModel
 
@@ -42,23 +43,16 @@ def body_fingerprint(kind: str, request: BaseModel) -> str:
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
+@dataclass
 class Idempotency:
-    def __init__(
-        self,
-        store: PlanStore,
-        *,
-        record_ttl: float,
-        timeout: float,
-        metrics: PlannerMetrics,
-        clock: Clock,
-    ) -> None:
-        """`record_ttl`: how long an answer is kept for its key; `timeout`: the request
-        deadline, which the first caller's claim outlives a little."""
-        self._store = store
-        self._metrics = metrics
-        self._clock = clock
-        self._record_ttl = record_ttl
-        self._timeout = timeout
+    # `record_ttl`: how long an answer is kept for its key; `timeout`: the request
+    # deadline, which the first caller's claim outlives a little.
+    store: PlanStore
+    _: KW_ONLY
+    record_ttl: float
+    timeout: float
+    metrics: PlannerMetrics
+    clock: Clock
 
     async def run(
         self,
@@ -73,17 +67,17 @@ class Idempotency:
         if key is None:
             return await work()
         fingerprint = body_fingerprint(kind, request)
-        lease = self._timeout + CLAIM_MARGIN_SECONDS
+        lease = self.timeout + CLAIM_MARGIN_SECONDS
         try:
-            outcome = await self._store.claim(key, fingerprint, lease_seconds=lease)
+            outcome = await self.store.claim(key, fingerprint, lease_seconds=lease)
             if isinstance(outcome, InProgress):
                 # A waiting request gives up a little after the first one's own deadline.
-                wait = Deadline(lease, self._clock)
-                outcome = await self._store.wait(key, fingerprint, wait, lease_seconds=lease)
+                wait = Deadline(lease, self.clock)
+                outcome = await self.store.wait(key, fingerprint, wait, lease_seconds=lease)
         except StoreUnavailable as error:
             return await self._without_store(work, error)
         if isinstance(outcome, Replay):
-            self._metrics.idempotent_replays.inc()
+            self.metrics.idempotent_replays.inc()
             replayed = PlanResponse.model_validate(outcome.response)
             return replayed.model_copy(update={"request_id": request_id})
         if isinstance(outcome, Conflict):
@@ -105,12 +99,12 @@ class Idempotency:
         except BaseException:
             # Planning failed (or the caller left): free the key so a retry can plan.
             try:
-                await self._store.release(claim)
+                await self.store.release(claim)
             except StoreUnavailable as error:
                 self._failed("release", error)
             raise
         try:
-            await self._store.complete(claim, response.model_dump(mode="json"), self._record_ttl)
+            await self.store.complete(claim, response.model_dump(mode="json"), self.record_ttl)
         except StoreUnavailable as error:
             self._failed("complete", error)
             return _unkept(response, error)
@@ -123,7 +117,7 @@ class Idempotency:
         return _unkept(await work(), error)
 
     def _failed(self, operation: str, error: StoreUnavailable) -> None:
-        note_store_failure(self._metrics, operation, error)
+        note_store_failure(self.metrics, operation, error)
 
 
 def _unkept(response: PlanResponse, error: StoreUnavailable) -> PlanResponse:

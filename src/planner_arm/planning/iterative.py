@@ -10,6 +10,8 @@ never a step of the whole plan the stage leaves out.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from planner_arm.clock import Deadline
 from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.dag import Stage, first_stage_steps, next_stage
@@ -40,12 +42,12 @@ class _StageListener:
         pass
 
 
+@dataclass
 class IterativePlanner:
     """The first stage of the flat planner's plan, numbered 1..n; `complete` when it is all."""
 
-    def __init__(self, flat: FlatPlanner, stage_steps: int) -> None:
-        self._flat = flat
-        self._stage_steps = stage_steps
+    flat: FlatPlanner
+    stage_steps: int
 
     async def plan(
         self,
@@ -55,8 +57,8 @@ class IterativePlanner:
         listener: PlanListener | None = None,
     ) -> PlanResponse:
         held = None if listener is None else _StageListener(listener)
-        whole = await self._flat.plan(request, request_id, deadline, held)
-        stage = next_stage(whole.plan, (), self._stage_steps)
+        whole = await self.flat.plan(request, request_id, deadline, held)
+        stage = next_stage(whole.plan, (), self.stage_steps)
         return restaged(whole, first_stage_steps(stage.steps), stage)
 
 

@@ -9,6 +9,7 @@ within the deadline whatever the model does, or `PlanningFailed` only when the f
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from planner_arm.clock import Deadline
 from planner_arm.config import PlanningSettings
@@ -16,38 +17,24 @@ from planner_arm.errors import BudgetExceeded, PlanValidationError
 from planner_arm.llm.client import Completion
 from planner_arm.llm.prompts import REPLAN_PROMPT_VERSION, initial_messages, replan_user_prompt
 from planner_arm.pipeline.assembly import read_plan_answer
-from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend, budget_figures, budget_problems, describe_budget
 from planner_arm.plan.dag import closing_stage
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.replan import ReplanScope, merge_replan, plan_diff, replan_scope
 from planner_arm.plan.schemas import PlanResponse
-from planner_arm.plan.validation import PlanRules, ValidPlan
-from planner_arm.planning.attempts import AnswerPath, Question, Sourced
+from planner_arm.plan.validation import ValidPlan
+from planner_arm.planning.attempts import ModelPlanner, Question, Sourced
 from planner_arm.planning.flat import PlanAnswer, respond
 from planner_arm.planning.iterative import next_round
 from planner_arm.rules.planner import RuleBasedPlanner
 from planner_arm.rules.replan import extended, rest_of, rule_based_replan
 
 
-class Replanner:
-    def __init__(
-        self,
-        path: AnswerPath,
-        rule_based: RuleBasedPlanner,
-        *,
-        rules: PlanRules,
-        resolver: ArmResolver,
-        system_prompt: str,
-        planning: PlanningSettings,
-    ) -> None:
-        self._path = path
-        self._rule_based = rule_based
-        self._rules = rules
-        self._resolver = resolver
-        self._system_prompt = system_prompt
-        self._planning = planning
+@dataclass(kw_only=True)
+class Replanner(ModelPlanner):
+    rule_based: RuleBasedPlanner
+    planning: PlanningSettings
 
     def scope(
         self, request: ReplanRequest, previous: PlanResponse, replan_count: int | None = None
@@ -57,7 +44,7 @@ class Replanner:
         return replan_scope(
             previous,
             request,
-            default_max_replans=self._planning.max_replans,
+            default_max_replans=self.planning.max_replans,
             replan_count=replan_count,
         )
 
@@ -74,19 +61,19 @@ class Replanner:
         the stored chain, when it has the chain; else the previous answer's is used."""
         scope = self.scope(request, previous, replan_count)
         spend = Spend()
-        planning = self._planning
+        planning = self.planning
         if request.strategy == "iterative" and previous.version >= planning.iterative_max_rounds:
             # No model call: the round that reaches the limit plans the final check alone,
             # so an iterative plan ends whatever the model keeps proposing.
             answer: Sourced[PlanAnswer] = Sourced(self._closing(scope), None)
         else:
             budget = request.budget
-            answer = await self._path.answer(
+            answer = await self.models.answer(
                 self._question(request, scope),
                 lambda: self._rule_based_revision(scope, request),
                 deadline,
                 spend,
-                max_llm_usd=budget.max_llm_usd if budget is not None else None,
+                budget=budget,
             )
         response = respond(
             answer,
@@ -95,7 +82,7 @@ class Replanner:
             spend,
             deadline,
             REPLAN_PROMPT_VERSION,
-            self._rule_based.confidence,
+            self.rule_based.confidence,
         )
         count = previous.replan_count if replan_count is None else replan_count
         revised = response.model_copy(
@@ -114,7 +101,7 @@ class Replanner:
         user = replan_user_prompt(
             request,
             scope,
-            max_output_chars=self._planning.replan_output_chars,
+            max_output_chars=self.planning.replan_output_chars,
             budget_rule=describe_budget(request.budget),
         )
 
@@ -123,7 +110,7 @@ class Replanner:
             PlanValidationError (over budget too) earn the model one repair prompt."""
 
             def merged(draft: DraftPlan) -> ValidPlan:
-                merge = merge_replan(scope, draft, self._rules)
+                merge = merge_replan(scope, draft, self.rules)
                 problems = budget_problems(merge.steps, request.budget)
                 if problems:
                     raise PlanValidationError(
@@ -131,17 +118,15 @@ class Replanner:
                     )
                 return ValidPlan(steps=merge.steps, repairs=merge.repairs)
 
-            return read_plan_answer(
-                completion.content, completion.truncated, self._resolver, merged
-            )
+            return read_plan_answer(completion.content, completion.truncated, self.resolver, merged)
 
-        return Question(initial_messages(self._system_prompt, user), read)
+        return Question(initial_messages(self.system_prompt, user), read)
 
     def _closing(self, scope: ReplanScope) -> PlanAnswer:
         finished = [scope.finished[number] for number in sorted(scope.finished)]
-        check = self._planning.require_validation_step
+        check = self.planning.require_validation_step
         steps = [*finished, *closing_stage(finished, scope.highest + 1, with_check=check)]
-        rounds = self._planning.iterative_max_rounds
+        rounds = self.planning.iterative_max_rounds
         rationale = (
             f"The iterative plan reached its {rounds} rounds: the work done is checked "
             "against the goal, and no more work is planned."
@@ -155,8 +140,8 @@ class Replanner:
             try:
                 draft, merged = rule_based_replan(
                     candidate,
-                    self._rules,
-                    self._resolver,
+                    self.rules,
+                    self.resolver,
                     fits=lambda plan: budget is None or not budget_problems(plan.steps, budget),
                 )
                 break
@@ -180,6 +165,6 @@ class Replanner:
         if not scope.partial:
             yield scope
             return
-        rest = rest_of(scope, self._rule_based.whole_plan(request))
+        rest = rest_of(scope, self.rule_based.whole_plan(request))
         for size in range(len(rest), -1, -1):
             yield extended(scope, rest[:size])

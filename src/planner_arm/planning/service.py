@@ -12,6 +12,7 @@ answer), reads that have no other source answer 503 `store_unavailable`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol
 
 from planner_arm.clock import Clock, Deadline
@@ -68,7 +69,7 @@ class Strategies:
         specializer: Specializer,
     ) -> None:
         self._by_name = {"flat": flat, "hierarchical": hierarchical, "iterative": iterative}
-        self._specializer = specializer
+        self.specializer = specializer
 
     async def __call__(
         self,
@@ -79,60 +80,48 @@ class Strategies:
     ) -> PlanResponse:
         strategy = self._by_name[request.strategy]
         response = await strategy.plan(request, request_id, deadline, listener)
+        if listener is not None:  # a streamed answer announced its plan_id before the plan
+            response = response.model_copy(update={"plan_id": listener.plan_id})
         if request.specialize:
-            response = await self._specializer.specialize(
+            response = await self.specializer.specialize(
                 response, request.goal, deadline, request.budget
             )
         return response
 
 
+@dataclass
 class PlanService:
-    def __init__(
-        self,
-        *,
-        plans: CachingPlanner,
-        replanner: Replanner,
-        expander: Expander,
-        specializer: Specializer,
-        store: PlanStore,
-        idempotency: Idempotency,
-        recorder: PlanRecorder,
-        rules: PlanRules,
-        resolver: ArmResolver,
-        metrics: PlannerMetrics,
-        clock: Clock,
-        timeout_seconds: float,
-    ) -> None:
-        self._plans = plans
-        self._replanner = replanner
-        self._expander = expander
-        self._specializer = specializer
-        self._store = store
-        self._idempotency = idempotency
-        self._recorder = recorder
-        self._rules = rules
-        self._resolver = resolver
-        self._metrics = metrics
-        self._clock = clock
-        self._timeout = timeout_seconds
+    _: KW_ONLY
+    plans: CachingPlanner
+    replanner: Replanner
+    expander: Expander
+    specializer: Specializer
+    store: PlanStore
+    idempotency: Idempotency
+    recorder: PlanRecorder
+    rules: PlanRules
+    resolver: ArmResolver
+    metrics: PlannerMetrics
+    clock: Clock
+    timeout_seconds: float
 
     @property
     def store_kind(self) -> str:
-        return self._store.kind
+        return self.store.kind
 
     def stream(self, plan_id: str, request_id: str) -> PlanStream:
         """The events of one streamed answer, checked with this service's arms and rules."""
         return PlanStream(
             plan_id=plan_id,
             request_id=request_id,
-            arms=self._resolver,
-            rules=self._rules,
-            metrics=self._metrics,
-            clock=self._clock,
+            arms=self.resolver,
+            rules=self.rules,
+            metrics=self.metrics,
+            clock=self.clock,
         )
 
     def _deadline(self) -> Deadline:
-        return Deadline(self._timeout, self._clock)
+        return Deadline(self.timeout_seconds, self.clock)
 
     async def plan(
         self,
@@ -149,13 +138,13 @@ class PlanService:
             response = await self._recorded(
                 request,
                 deadline,
-                lambda: self._plans.plan(
+                lambda: self.plans.plan(
                     request, request_id, deadline, use_cache=use_cache, listener=listener
                 ),
             )
             return await self._stored(response, request)
 
-        return await self._idempotency.run("plan", idempotency_key, request, run, request_id)
+        return await self.idempotency.run("plan", idempotency_key, request, run, request_id)
 
     async def replan(
         self, request: ReplanRequest, request_id: str, *, idempotency_key: str | None = None
@@ -165,13 +154,13 @@ class PlanService:
         async def revised() -> PlanResponse:
             previous, replan_count = await self._replan_base(request)
             # Refuse a bad request (unknown steps, the replan limit) before any model call.
-            self._replanner.scope(request, previous, replan_count)
-            response = await self._replanner.replan(
+            self.replanner.scope(request, previous, replan_count)
+            response = await self.replanner.replan(
                 request, previous, request_id, deadline, replan_count=replan_count
             )
-            self._metrics.child(self._metrics.replans, response.metadata.source).inc()
+            self.metrics.child(self.metrics.replans, response.metadata.source).inc()
             if request.specialize:  # kept steps keep a valid input, the others get one
-                response = await self._specializer.specialize(
+                response = await self.specializer.specialize(
                     response, request.goal, deadline, request.budget
                 )
             return response
@@ -180,7 +169,7 @@ class PlanService:
             response = await self._recorded(request, deadline, revised)
             return await self._stored(response, request)
 
-        return await self._idempotency.run("replan", idempotency_key, request, run, request_id)
+        return await self.idempotency.run("replan", idempotency_key, request, run, request_id)
 
     async def expand(
         self, request: ExpandRequest, request_id: str, *, idempotency_key: str | None = None
@@ -190,12 +179,12 @@ class PlanService:
 
         async def expanded() -> PlanResponse:
             previous, _ = await self._previous(request.previous, request.plan_id)
-            self._expander.check(request, previous)  # refuse a bad request before any call
-            response = await self._expander.expand(request, previous, request_id, deadline)
+            self.expander.check(request, previous)  # refuse a bad request before any call
+            response = await self.expander.expand(request, previous, request_id, deadline)
             # A plan with inputs keeps them whole: the new steps get one, and the inputs
             # that read the replaced step's output are made again (`input_replaced`).
             if request.specialize or any(step.input is not None for step in previous.plan):
-                response = await self._specializer.specialize(
+                response = await self.specializer.specialize(
                     response, request.goal, deadline, request.budget
                 )
             return response
@@ -204,7 +193,7 @@ class PlanService:
             response = await self._recorded(request, deadline, expanded)
             return await self._stored(response, request)
 
-        return await self._idempotency.run("expand", idempotency_key, request, run, request_id)
+        return await self.idempotency.run("expand", idempotency_key, request, run, request_id)
 
     async def specialize(self, body: SpecializeRequest, request_id: str) -> SpecializeResponse:
         """One step's input (POST /plan/specialize), of the plan sent or the one stored."""
@@ -213,7 +202,7 @@ class PlanService:
         goal = body.goal
         if goal is None and record is not None:
             goal = (record.get("request") or {}).get("goal")
-        return await self._specializer.one_step(plan, body.step, goal, request_id, deadline)
+        return await self.specializer.one_step(plan, body.step, goal, request_id, deadline)
 
     async def get(self, plan_id: str) -> PlanResponse:
         record = await self._read(plan_id)
@@ -222,9 +211,9 @@ class PlanService:
         return PlanResponse.model_validate(record["response"])
 
     def validate(self, body: ValidateRequest, request_id: str) -> ValidateResponse:
-        answer = validate_edited(body, self._rules, self._resolver, request_id)
+        answer = validate_edited(body, self.rules, self.resolver, request_id)
         outcome = "valid" if answer.valid else "invalid"
-        self._metrics.child(self._metrics.validations, outcome).inc()
+        self.metrics.child(self.metrics.validations, outcome).inc()
         return answer
 
     async def _recorded(
@@ -238,10 +227,10 @@ class PlanService:
         try:
             response = await work()
         except PlanningFailed:
-            self._recorder.failed(deadline.elapsed_ms())
+            self.recorder.failed(deadline.elapsed_ms())
             raise
         repeat = response.metadata.cached_plan_id is not None
-        self._recorder.planned(response, request, repeat=repeat)
+        self.recorder.planned(response, request, repeat=repeat)
         return response
 
     async def _previous(
@@ -275,14 +264,14 @@ class PlanService:
         one, so neither an edited count nor a made-up plan_id resets the limit. None when the
         store knows neither (the plan came from elsewhere, or the store is down)."""
         try:
-            own = await self._store.get_plan(previous.plan_id)
+            own = await self.store.get_plan(previous.plan_id)
             if own is not None:
                 return PlanResponse.model_validate(own["response"]).replan_count
             if previous.parent_plan_id is None:
                 return None
-            parent = await self._store.get_plan(previous.parent_plan_id)
+            parent = await self.store.get_plan(previous.parent_plan_id)
         except StoreUnavailable as error:
-            note_store_failure(self._metrics, "get_plan", error)
+            note_store_failure(self.metrics, "get_plan", error)
             return None
         if parent is None:
             return None
@@ -290,9 +279,9 @@ class PlanService:
 
     async def _read(self, plan_id: str) -> dict[str, Any] | None:
         try:
-            return await self._store.get_plan(plan_id)
+            return await self.store.get_plan(plan_id)
         except StoreUnavailable as error:
-            note_store_failure(self._metrics, "get_plan", error)
+            note_store_failure(self.metrics, "get_plan", error)
             raise
 
     async def _stored(self, response: PlanResponse, request: PlanRequest) -> PlanResponse:
@@ -302,9 +291,9 @@ class PlanService:
             "request": request.model_dump(mode="json", exclude={"previous"}),
         }
         try:
-            await self._store.put_plan(response.plan_id, record)
+            await self.store.put_plan(response.plan_id, record)
         except StoreUnavailable as error:
-            note_store_failure(self._metrics, "put_plan", error)
+            note_store_failure(self.metrics, "put_plan", error)
             detail = f"the plan store is unavailable ({error.detail})"
             return with_warning(response, "plan_not_stored", detail)
         return response

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
 from planner_arm.clock import Deadline
@@ -27,10 +27,9 @@ from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import notes as notes_of
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.budget import Spend
+from planner_arm.plan.dag import ancestors, ancestors_of_each
 from planner_arm.plan.endpoint_schemas import SpecializeResponse
 from planner_arm.plan.inputs import (
-    ancestors,
-    ancestors_of_each,
     check_input,
     input_model,
     input_schema,
@@ -72,13 +71,12 @@ def _input_repair(
     return specialize_repair(first, answer, problems)
 
 
+@dataclass
 class Specializer:
-    def __init__(
-        self, models: ModelChain | None, *, max_concurrency: int, metrics: PlannerMetrics
-    ) -> None:
-        self._models = models
-        self._max_concurrency = max_concurrency
-        self._metrics = metrics
+    models: ModelChain
+    _: KW_ONLY
+    max_concurrency: int
+    metrics: PlannerMetrics
 
     async def specialize(
         self,
@@ -92,7 +90,7 @@ class Specializer:
         by_id = {step.step: step for step in steps}
         earlier = ancestors_of_each(steps)
         spend = Spend(usd=response.estimated_cost.llm_usd)
-        slots = asyncio.Semaphore(self._max_concurrency)
+        slots = asyncio.Semaphore(self.max_concurrency)
         notes: list[tuple[int, PlanNote]] = []
         started_ms = deadline.elapsed_ms()
 
@@ -150,12 +148,9 @@ class Specializer:
     ) -> FilledInput:
         """The step's input within `deadline`: the model's when it gives a valid one, else the
         rule's."""
-        if self._models is None:
+        if not self.models.configured:
             return self._counted(FilledInput(rule_input(target.step), "rule"))
-        max_llm_usd = budget.max_llm_usd if budget is not None else None
-        outcome = await self._models.ask(
-            self._question(target), deadline, spend, max_llm_usd=max_llm_usd
-        )
+        outcome = await self.models.ask(self._question(target), deadline, spend, budget=budget)
         if isinstance(outcome, ModelAnswer):
             return self._counted(FilledInput(outcome.value, "llm", outcome.model))
         # An answer that broke the schema is an invalid input, not an invalid plan.
@@ -191,7 +186,7 @@ class Specializer:
         )
 
     def _counted(self, filled: FilledInput) -> FilledInput:
-        self._metrics.child(self._metrics.specializations, filled.source).inc()
+        self.metrics.child(self.metrics.specializations, filled.source).inc()
         return filled
 
 

@@ -26,7 +26,6 @@ from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.attempts import (
-    AnswerPath,
     CallTime,
     FallbackGate,
     ModelChain,
@@ -63,16 +62,16 @@ class Service:
     replanner: Replanner
     specializer: Specializer
     rule_based: RuleBasedPlanner
+    models: ModelChain
     llm: LLMClient | None = None
-    models: ModelChain | None = None
     closed: bool = field(default=False, init=False)
 
     def model_health(self) -> ModelHealth:
         """Each model's circuit now; empty when no model is configured."""
-        return self.models.health() if self.models is not None else ModelHealth({})
+        return self.models.health()
 
     def llm_status(self) -> Literal["configured", "degraded", "disabled"]:
-        if self.models is None:
+        if not self.models.configured:
             return "disabled"
         return "degraded" if self.model_health().degraded else "configured"
 
@@ -126,14 +125,15 @@ def build_store(settings: Settings, clock: Clock) -> PlanStore:
 
 def _model_chain(
     settings: Settings,
-    llm: LLMClient,
+    llm: LLMClient | None,
     metrics: PlannerMetrics,
     clock: Clock,
     rng: random.Random,
 ) -> ModelChain:
     retry = settings.retry
     return ModelChain(
-        GuardedLLM(llm, settings, metrics, clock),
+        GuardedLLM(llm, settings, metrics, clock) if llm is not None else None,
+        FallbackGate(settings.fallback.enabled, metrics),
         models=settings.model.chain,
         retry=retry,
         call_time=CallTime(
@@ -162,28 +162,27 @@ def build_service(
     clock = clock or Clock()
     rng = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
     llm = LLMClient(settings, http_client) if settings.llm_enabled else None
-    models = _model_chain(settings, llm, metrics, clock, rng) if llm is not None else None
-    path = AnswerPath(models, FallbackGate(settings.fallback.enabled, metrics))
+    models = _model_chain(settings, llm, metrics, clock, rng)
     rules = PlanRules.from_settings(settings)
     resolver = ArmResolver(settings.arms, settings.arm_aliases)
     rule_based = RuleBasedPlanner(settings.planning, resolver, rules, settings.fallback.confidence)
     prompt = system_prompt(settings.arms, settings.planning)
     flat = FlatPlanner(
-        path,
-        rule_based,
+        models=models,
         rules=rules,
         resolver=resolver,
         system_prompt=prompt,
+        rule_based=rule_based,
         example_texts=example_texts(),
     )
-    subplans = SubPlanner(path, rules=rules, resolver=resolver, system_prompt=prompt)
+    subplans = SubPlanner(models=models, rules=rules, resolver=resolver, system_prompt=prompt)
     hierarchical = HierarchicalPlanner(
-        path,
-        rule_based,
-        subplans,
+        models=models,
         rules=rules,
         resolver=resolver,
         system_prompt=prompt,
+        rule_based=rule_based,
+        subplans=subplans,
         concurrency=settings.expansion.concurrency,
         max_plan_steps=settings.expansion.max_plan_steps,
         metrics=metrics,
@@ -205,11 +204,11 @@ def build_service(
         strategies, settings.cache, settings_fingerprint(settings), metrics, clock, shared
     )
     replanner = Replanner(
-        path,
-        rule_based,
+        models=models,
         rules=rules,
         resolver=resolver,
         system_prompt=prompt,
+        rule_based=rule_based,
         planning=settings.planning,
     )
     expander = Expander(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -356,19 +357,12 @@ def plan_within_budget(
     )  # fmt: skip
 
 
+@dataclass
 class RuleBasedPlanner:
-    def __init__(
-        self,
-        planning: PlanningSettings,
-        resolver: ArmResolver,
-        rules: PlanRules,
-        confidence: float,
-    ) -> None:
-        self.planning = planning
-        self.resolver = resolver
-        self.rules = rules
-        # Low and fixed, so a caller can tell a rule-based plan from a model's.
-        self.confidence = confidence
+    planning: PlanningSettings
+    resolver: ArmResolver
+    rules: PlanRules
+    confidence: float
 
     def refuse_impossible(self, budget: Budget | None) -> None:
         refuse_impossible_budget(budget, self.planning)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import OrderedDict
+from typing import Generic, TypeVar
 
 from planner_arm.clock import Clock, Deadline
 from planner_arm.store.base import (
@@ -26,19 +27,21 @@ from planner_arm.store.base import (
     outcome_of,
 )
 
+V = TypeVar("V")
 
-class ExpiringMap:
-    """Least-recently-used text values, each until its own expiry time on the clock."""
+
+class ExpiringMap(Generic[V]):
+    """Least-recently-used values, each until its own expiry time on the clock."""
 
     def __init__(self, max_entries: int, clock: Clock) -> None:
         self._max_entries = max_entries
         self._clock = clock
-        self._entries: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[float, V]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: str) -> str | None:
+    def get(self, key: str) -> V | None:
         entry = self._entries.get(key)
         if entry is None:
             return None
@@ -49,7 +52,7 @@ class ExpiringMap:
         self._entries.move_to_end(key)
         return value
 
-    def put(self, key: str, value: str, ttl: float) -> None:
+    def put(self, key: str, value: V, ttl: float) -> None:
         self._entries[key] = (self._clock.now() + ttl, value)
         self._entries.move_to_end(key)
         while len(self._entries) > self._max_entries:
@@ -64,9 +67,9 @@ class MemoryStore:
 
     def __init__(self, *, ttl_seconds: float, max_entries: int, clock: Clock) -> None:
         self._ttl = ttl_seconds
-        self._plans = ExpiringMap(max_entries, clock)
-        self._keys = ExpiringMap(max_entries, clock)
-        self._cache = ExpiringMap(max_entries, clock)
+        self._plans: ExpiringMap[str] = ExpiringMap(max_entries, clock)
+        self._keys: ExpiringMap[str] = ExpiringMap(max_entries, clock)
+        self._cache: ExpiringMap[str] = ExpiringMap(max_entries, clock)
         # Set when a claimed key is answered or let go, so its waiters look again at once.
         self._settled: dict[str, asyncio.Event] = {}
 
