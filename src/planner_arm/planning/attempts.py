@@ -34,7 +34,7 @@ from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend, estimate_call_usd, price_for
 from planner_arm.plan.quality import QualityProblem
-from planner_arm.plan.schemas import Budget
+from planner_arm.plan.schemas import Budget, PlanRequest
 from planner_arm.plan.validation import PlanRules
 
 T = TypeVar("T")
@@ -54,6 +54,17 @@ class PlanListener(AnswerSink, Protocol):
     @property
     def plan_id(self) -> str:
         """The id the plan made for this request takes (a repeated answer keeps its own)."""
+
+
+@dataclass(frozen=True)
+class PlanJob:
+    """One /plan request on its way through a strategy: what was asked, the id of the request,
+    the deadline built once for it, and who watches it being written (a streamed answer)."""
+
+    request: PlanRequest
+    request_id: str
+    deadline: Deadline
+    listener: PlanListener | None = None
 
 
 @dataclass

@@ -16,13 +16,13 @@ import json
 import uuid
 from typing import Any, Protocol
 
-from planner_arm.clock import Clock, Deadline
+from planner_arm.clock import Clock
 from planner_arm.config import CacheSettings, Settings
 from planner_arm.errors import StoreUnavailable
 from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
-from planner_arm.planning.attempts import PlanListener
+from planner_arm.planning.attempts import PlanJob
 from planner_arm.store.base import PlanStore, note_store_failure
 from planner_arm.store.memory import ExpiringMap
 
@@ -93,15 +93,9 @@ class PlanCache(ExpiringMap[PlanResponse]):
 
 
 class Planner(Protocol):
-    """Whoever makes a plan for the cache: a strategy, or the plan service's dispatch."""
+    """Who makes a plan when the cache has none (the strategies)."""
 
-    async def __call__(
-        self,
-        request: PlanRequest,
-        request_id: str,
-        deadline: Deadline,
-        listener: PlanListener | None,
-    ) -> PlanResponse: ...
+    async def __call__(self, job: PlanJob) -> PlanResponse: ...
 
 
 class CachingPlanner:
@@ -131,25 +125,17 @@ class CachingPlanner:
         self._in_flight: dict[str, asyncio.Task[PlanResponse]] = {}
         self._followers: dict[str, int] = {}  # requests waiting on another's planning
 
-    async def plan(
-        self,
-        request: PlanRequest,
-        request_id: str,
-        deadline: Deadline,
-        *,
-        use_cache: bool,
-        listener: PlanListener | None = None,
-    ) -> PlanResponse:
-        """`listener` (a streamed answer) watches this request's own model calls; a cache hit
-        or a shared run has none to watch."""
+    async def plan(self, job: PlanJob, *, use_cache: bool) -> PlanResponse:
+        """The job's listener (a streamed answer) watches this request's own model calls; a
+        cache hit or a shared run has none to watch."""
         if not self._enabled:
-            return await self._planner(request, request_id, deadline, listener)
-        key = request_key(request, self._fingerprint)
+            return await self._planner(job)
+        key = request_key(job.request, self._fingerprint)
         if use_cache:
             cached = await self._cached(key)
             if cached is not None:
                 self._metrics.child(self._metrics.cache_requests, "hit").inc()
-                return self._repeat(cached, request_id, deadline)
+                return self._repeat(cached, job)
             leader = self._in_flight.get(key)
             if leader is not None:
                 self._metrics.child(self._metrics.cache_requests, "coalesced").inc()
@@ -160,15 +146,13 @@ class CachingPlanner:
                     self._followers[key] -= 1
                     if not self._followers[key]:
                         del self._followers[key]
-                return self._repeat(shared, request_id, deadline)
+                return self._repeat(shared, job)
         outcome = "miss" if use_cache else "bypass"
         self._metrics.child(self._metrics.cache_requests, outcome).inc()
 
         # A task of its own, which also stores its answer: a caller that goes away cancels
         # neither the others' answer nor the cache entry.
-        task = asyncio.create_task(
-            self._plan_and_store(key, request, request_id, deadline, listener)
-        )
+        task = asyncio.create_task(self._plan_and_store(key, job))
         if use_cache:
             self._in_flight[key] = task
             task.add_done_callback(lambda _: self._in_flight.pop(key, None))
@@ -177,19 +161,12 @@ class CachingPlanner:
         except asyncio.CancelledError:
             # A streamed answer's caller left: its model call goes too, unless another
             # request is waiting for the same plan.
-            if listener is not None and not self._followers.get(key):
+            if job.listener is not None and not self._followers.get(key):
                 task.cancel()
             raise
 
-    async def _plan_and_store(
-        self,
-        key: str,
-        request: PlanRequest,
-        request_id: str,
-        deadline: Deadline,
-        listener: PlanListener | None,
-    ) -> PlanResponse:
-        response = await self._planner(request, request_id, deadline, listener)
+    async def _plan_and_store(self, key: str, job: PlanJob) -> PlanResponse:
+        response = await self._planner(job)
         if cacheable(response):
             await self._keep(key, response)
         return response
@@ -213,7 +190,7 @@ class CachingPlanner:
         except StoreUnavailable as error:
             note_store_failure(self._metrics, "cache_put", error)
 
-    def _repeat(self, original: PlanResponse, request_id: str, deadline: Deadline) -> PlanResponse:
+    def _repeat(self, original: PlanResponse, job: PlanJob) -> PlanResponse:
         """The same plan for another caller: its own ids and latency, no new cost, marked as a
         repeat of the original."""
         # A shared fallback plan stays what it is, a fallback; a model plan is a cache answer.
@@ -223,13 +200,13 @@ class CachingPlanner:
                 "source": source,
                 "attempts": 0,
                 "cached_plan_id": original.plan_id,
-                "latency_ms": round(deadline.elapsed_ms(), 3),
+                "latency_ms": round(job.deadline.elapsed_ms(), 3),
             }
         )
         return original.model_copy(
             update={
                 "plan_id": uuid.uuid4().hex,
-                "request_id": request_id,
+                "request_id": job.request_id,
                 "estimated_cost": _NO_COST,
                 "metadata": metadata,
             }

@@ -21,10 +21,31 @@ from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quality_problems
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import ValidPlan, validate_plan
-from planner_arm.planning.attempts import ModelPlanner, PlanListener, Question, Sourced
+from planner_arm.planning.attempts import ModelPlanner, PlanJob, Question, Sourced
 from planner_arm.rules.planner import RuleBasedPlanner
 
 PlanAnswer = tuple[DraftPlan, ValidPlan]
+
+
+async def first_answer(
+    planner: ModelPlanner,
+    rule_based: RuleBasedPlanner,
+    question: Question[PlanAnswer],
+    job: PlanJob,
+    spend: Spend,
+) -> Sourced[PlanAnswer]:
+    """A whole plan for `job`: the model's answer to `question`, else the rule-based plan. A
+    budget that no plan fits is refused before any call."""
+    request = job.request
+    rule_based.refuse_impossible(request.budget)
+    return await planner.models.answer(
+        question,
+        lambda: rule_based.plan(request, request.budget),
+        job.deadline,
+        spend,
+        budget=request.budget,
+        listener=job.listener,
+    )
 
 
 @dataclass(kw_only=True)
@@ -32,28 +53,16 @@ class FlatPlanner(ModelPlanner):
     rule_based: RuleBasedPlanner
     example_texts: Sequence[str]
 
-    async def plan(
-        self,
-        request: PlanRequest,
-        request_id: str,
-        deadline: Deadline,
-        listener: PlanListener | None = None,
-    ) -> PlanResponse:
+    async def plan(self, job: PlanJob) -> PlanResponse:
         """A plan for `request`; `listener` watches the model's answers being written, and
         names the plan (a streamed answer announced its plan_id before the plan existed)."""
-        self.rule_based.refuse_impossible(request.budget)
         spend = Spend()
-        budget = request.budget
-        answer = await self.models.answer(
-            self.question(request),
-            lambda: self.rule_based.plan(request, request.budget),
-            deadline,
-            spend,
-            budget=budget,
-            listener=listener,
-        )
+        answer = await first_answer(self, self.rule_based, self.question(job.request), job, spend)
         confidence = self.rule_based.confidence
-        return respond(answer, request, request_id, spend, deadline, PROMPT_VERSION, confidence)
+        request = job.request
+        return respond(
+            answer, request, job.request_id, spend, job.deadline, PROMPT_VERSION, confidence
+        )
 
     def question(self, request: PlanRequest) -> Question[PlanAnswer]:
         """The /plan request as the model is asked it, and how its answer is read."""

@@ -27,11 +27,11 @@ from planner_arm.planning.attempts import (
     MIN_CALL_SECONDS,
     ModelFailure,
     ModelPlanner,
-    PlanListener,
+    PlanJob,
     Question,
 )
 from planner_arm.planning.expand import SubPlan, SubPlanner, SubPlanTask
-from planner_arm.planning.flat import PlanAnswer, respond
+from planner_arm.planning.flat import PlanAnswer, first_answer, respond
 from planner_arm.rules.planner import RuleBasedPlanner
 
 
@@ -43,23 +43,13 @@ class HierarchicalPlanner(ModelPlanner):
     max_plan_steps: int
     metrics: PlannerMetrics
 
-    async def plan(
-        self,
-        request: PlanRequest,
-        request_id: str,
-        deadline: Deadline,
-        listener: PlanListener | None = None,
-    ) -> PlanResponse:
+    async def plan(self, job: PlanJob) -> PlanResponse:
         """The hierarchical plan; PlanningFailed only with the fallback off."""
-        self.rule_based.refuse_impossible(request.budget)
+        request, deadline = job.request, job.deadline
         spend = Spend()
-        budget = request.budget
-        phases = await self.models.answer(
-            self._phases(request),
-            lambda: self.rule_based.plan(request, request.budget),
-            deadline,
-            spend,
-            budget=budget,
+        # The phases are not the plan a streamed answer shows: nobody watches them.
+        phases = await first_answer(
+            self, self.rule_based, self._phases(request), replace(job, listener=None), spend
         )
         draft, valid = phases.value
         top = [Node(step) for step in valid.steps]
@@ -80,7 +70,7 @@ class HierarchicalPlanner(ModelPlanner):
         response = respond(
             answer,
             request,
-            request_id,
+            job.request_id,
             spend,
             deadline,
             EXPAND_PROMPT_VERSION,

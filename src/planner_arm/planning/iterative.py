@@ -10,15 +10,14 @@ never a step of the whole plan the stage leaves out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from planner_arm.clock import Deadline
 from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.dag import Stage, first_stage_steps, next_stage
 from planner_arm.plan.estimation import critical_path_duration, parallel_stages, total_duration
 from planner_arm.plan.replan import ReplanScope, plan_diff
-from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep
-from planner_arm.planning.attempts import PlanListener
+from planner_arm.plan.schemas import PlanResponse, PlanStep
+from planner_arm.planning.attempts import PlanJob, PlanListener
 from planner_arm.planning.flat import FlatPlanner
 
 NEXT_STAGE_ONLY = "next_stage_only"
@@ -49,15 +48,9 @@ class IterativePlanner:
     flat: FlatPlanner
     stage_steps: int
 
-    async def plan(
-        self,
-        request: PlanRequest,
-        request_id: str,
-        deadline: Deadline,
-        listener: PlanListener | None = None,
-    ) -> PlanResponse:
-        held = None if listener is None else _StageListener(listener)
-        whole = await self.flat.plan(request, request_id, deadline, held)
+    async def plan(self, job: PlanJob) -> PlanResponse:
+        held = None if job.listener is None else _StageListener(job.listener)
+        whole = await self.flat.plan(replace(job, listener=held))
         stage = next_stage(whole.plan, (), self.stage_steps)
         return restaged(whole, first_stage_steps(stage.steps), stage)
 

@@ -33,7 +33,7 @@ from planner_arm.plan.endpoint_schemas import (
 )
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import PlanRules
-from planner_arm.planning.attempts import PlanListener
+from planner_arm.planning.attempts import PlanJob, PlanListener
 from planner_arm.planning.cache import CachingPlanner
 from planner_arm.planning.expand import Expander
 from planner_arm.planning.idempotency import Idempotency
@@ -47,13 +47,7 @@ from planner_arm.store.base import PlanStore, note_store_failure
 class Strategy(Protocol):
     """Who makes a plan for a /plan request: flat, hierarchical or iterative."""
 
-    async def plan(
-        self,
-        request: PlanRequest,
-        request_id: str,
-        deadline: Deadline,
-        listener: PlanListener | None = None,
-    ) -> PlanResponse: ...
+    async def plan(self, job: PlanJob) -> PlanResponse: ...
 
 
 class Strategies:
@@ -71,20 +65,14 @@ class Strategies:
         self._by_name = {"flat": flat, "hierarchical": hierarchical, "iterative": iterative}
         self.specializer = specializer
 
-    async def __call__(
-        self,
-        request: PlanRequest,
-        request_id: str,
-        deadline: Deadline,
-        listener: PlanListener | None,
-    ) -> PlanResponse:
-        strategy = self._by_name[request.strategy]
-        response = await strategy.plan(request, request_id, deadline, listener)
-        if listener is not None:  # a streamed answer announced its plan_id before the plan
-            response = response.model_copy(update={"plan_id": listener.plan_id})
+    async def __call__(self, job: PlanJob) -> PlanResponse:
+        request = job.request
+        response = await self._by_name[request.strategy].plan(job)
+        if job.listener is not None:  # a streamed answer announced its plan_id before the plan
+            response = response.model_copy(update={"plan_id": job.listener.plan_id})
         if request.specialize:
             response = await self.specializer.specialize(
-                response, request.goal, deadline, request.budget
+                response, request.goal, job.deadline, request.budget
             )
         return response
 
@@ -139,7 +127,7 @@ class PlanService:
                 request,
                 deadline,
                 lambda: self.plans.plan(
-                    request, request_id, deadline, use_cache=use_cache, listener=listener
+                    PlanJob(request, request_id, deadline, listener), use_cache=use_cache
                 ),
             )
             return await self._stored(response, request)
