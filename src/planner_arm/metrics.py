@@ -46,79 +46,52 @@ class PlannerMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         r = self.registry
-        self.http_requests = Counter(
+
+        def counter(name: str, doc: str, *labels: str) -> Counter:
+            return Counter(name, doc, labels, registry=r)
+
+        def histogram(name: str, doc: str, edges: tuple[float, ...], *labels: str) -> Histogram:
+            return Histogram(name, doc, labels, buckets=edges, registry=r)
+
+        self.http_requests = counter(
             "planner_http_requests",
             "HTTP requests served, by route template and status.",
-            ["method", "route", "status"],
-            registry=r,
+            "method",
+            "route",
+            "status",
         )
-        self.http_latency = Histogram(
+        self.http_latency = histogram(
             "planner_http_request_duration_seconds",
             "HTTP request latency by route template.",
-            ["method", "route"],
-            buckets=buckets,
-            registry=r,
+            buckets,
+            "method",
+            "route",
         )
-        self.plans = Counter(
-            "planner_plans",
-            "Plans answered, by where they came from.",
-            ["source"],
-            registry=r,
+        self.plans = counter("planner_plans", "Plans answered, by where they came from.", "source")
+        self.plan_steps = histogram(
+            "planner_plan_steps", "Steps per plan answered.", (1, 2, 3, 4, 5, 6, 7, 8, 10, 15, 20)
         )
-        self.plan_steps = Histogram(
-            "planner_plan_steps",
-            "Steps per plan answered.",
-            buckets=(1, 2, 3, 4, 5, 6, 7, 8, 10, 15, 20),
-            registry=r,
+        self.llm_calls = counter(
+            "planner_llm_calls", "LLM calls, by model and outcome.", "model", "outcome"
         )
-        self.llm_calls = Counter(
-            "planner_llm_calls",
-            "LLM calls, by model and outcome.",
-            ["model", "outcome"],
-            registry=r,
+        self.llm_latency = histogram(
+            "planner_llm_call_duration_seconds", "LLM call latency by model.", buckets, "model"
         )
-        self.llm_latency = Histogram(
-            "planner_llm_call_duration_seconds",
-            "LLM call latency by model.",
-            ["model"],
-            buckets=buckets,
-            registry=r,
+        self.llm_tokens = counter(
+            "planner_llm_tokens", "Tokens used by planning calls.", "model", "type"
         )
-        self.llm_tokens = Counter(
-            "planner_llm_tokens",
-            "Tokens used by planning calls.",
-            ["model", "type"],
-            registry=r,
+        self.llm_cost = counter(
+            "planner_llm_cost_usd", "Estimated USD spent on planning calls.", "model"
         )
-        self.llm_cost = Counter(
-            "planner_llm_cost_usd",
-            "Estimated USD spent on planning calls.",
-            ["model"],
-            registry=r,
+        self.parse_failures = counter(
+            "planner_parse_failures", "Model answers that held no usable plan, by reason.", "reason"
         )
-        self.parse_failures = Counter(
-            "planner_parse_failures",
-            "Model answers that held no usable plan, by reason.",
-            ["reason"],
-            registry=r,
+        self.repairs = counter(
+            "planner_repairs", "Local fixes applied to model answers, by kind.", "reason"
         )
-        self.repairs = Counter(
-            "planner_repairs",
-            "Local fixes applied to model answers, by kind.",
-            ["reason"],
-            registry=r,
-        )
-        self.retries = Counter(
-            "planner_retries",
-            "LLM calls repeated, by reason.",
-            ["reason"],
-            registry=r,
-        )
-        self.fallbacks = Counter(
-            "planner_fallbacks",
-            "Plans answered by the rule-based planner, by reason.",
-            ["reason"],
-            registry=r,
+        self.retries = counter("planner_retries", "LLM calls repeated, by reason.", "reason")
+        self.fallbacks = counter(
+            "planner_fallbacks", "Plans answered by the rule-based planner, by reason.", "reason"
         )
         self.build_info = Info("planner_build", "Version of this service.", registry=r)
         self.build_info.info({"version": version, "prompt_version": prompt_version})
@@ -129,78 +102,69 @@ class PlannerMetrics:
             ["model"],
             registry=r,
         )
-        self.circuit_opened = Counter(
-            "planner_llm_circuit_opened", "Times a model's circuit opened.", ["model"], registry=r
+        self.circuit_opened = counter(
+            "planner_llm_circuit_opened", "Times a model's circuit opened.", "model"
         )
         self.llm_in_flight = Gauge("planner_llm_in_flight", "LLM calls under way now.", registry=r)
-        self.cache_requests = Counter(
+        self.cache_requests = counter(
             "planner_cache_requests",
             "Plan requests by cache outcome: hit, coalesced (joined an identical request in "
             "flight), miss, bypass (the caller opted out).",
-            ["result"],
-            registry=r,
+            "result",
         )
-        self.replans = Counter(
-            "planner_replans",
-            "Replans answered, by source (llm, fallback).",
-            ["source"],
-            registry=r,
+        self.replans = counter(
+            "planner_replans", "Replans answered, by source (llm, fallback).", "source"
         )
-        self.expansions = Counter(
+        self.expansions = counter(
             "planner_expansions",
             "Sub-plans made for a step (/plan/expand, hierarchical nodes), by source.",
-            ["source"],
-            registry=r,
+            "source",
         )
-        self.validations = Counter(
+        self.validations = counter(
             "planner_validations",
             "Edited plans checked by /plan/validate, by outcome (valid, invalid).",
-            ["outcome"],
-            registry=r,
+            "outcome",
         )
-        self.specializations = Counter(
+        self.specializations = counter(
             "planner_specializations",
             "Step inputs filled (stage 2), by source: llm, or rule.",
-            ["source"],
-            registry=r,
+            "source",
         )
-        self.store_errors = Counter(
+        self.store_errors = counter(
             "planner_store_errors",
             "Plan store operations that failed (the answer went out without them).",
-            ["operation"],
-            registry=r,
+            "operation",
         )
-        self.idempotent_replays = Counter(
+        self.idempotent_replays = counter(
             "planner_idempotent_replays",
             "Requests answered with the stored answer of their Idempotency-Key.",
-            registry=r,
         )
-        self.stream_first_step = Histogram(
+        self.stream_first_step = histogram(
             "planner_stream_first_step_seconds",
             "Seconds from a streamed plan's start to its first step event.",
-            buckets=buckets,
-            registry=r,
+            buckets,
         )
-        self.streams = Counter(
+        self.streams = counter(
             "planner_streams",
             "Streamed plan answers (SSE, NDJSON), by how they ended: plan, error or disconnected.",
-            ["outcome"],
-            registry=r,
+            "outcome",
         )
         # OpenTelemetry GenAI semantic-convention names, for dashboards built on them.
-        self.genai_tokens = Histogram(
+        self.genai_tokens = histogram(
             "gen_ai_client_token_usage",
             "Tokens per LLM call (OpenTelemetry GenAI).",
-            ["gen_ai_operation_name", "gen_ai_request_model", "gen_ai_token_type"],
-            buckets=_TOKEN_BUCKETS,
-            registry=r,
+            _TOKEN_BUCKETS,
+            "gen_ai_operation_name",
+            "gen_ai_request_model",
+            "gen_ai_token_type",
         )
-        self.genai_duration = Histogram(
+        self.genai_duration = histogram(
             "gen_ai_client_operation_duration_seconds",
             "LLM call duration (OpenTelemetry GenAI).",
-            ["gen_ai_operation_name", "gen_ai_request_model", "error_type"],
-            buckets=buckets,
-            registry=r,
+            buckets,
+            "gen_ai_operation_name",
+            "gen_ai_request_model",
+            "error_type",
         )
 
     def child(self, metric: Any, *labels: str) -> Any:

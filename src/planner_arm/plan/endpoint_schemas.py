@@ -19,6 +19,11 @@ FINISHED_STATUSES: frozenset[str] = frozenset({"completed", "running"})
 MAX_STEP_TEXT_CHARS = 8_000
 
 
+def _closed_with_example(example: dict[str, Any]) -> ConfigDict:
+    """A request body that refuses unknown fields, with one example for the API reference."""
+    return ConfigDict(extra="forbid", json_schema_extra={"examples": [example]})
+
+
 class OfAPlan(BaseModel):
     """A request about an earlier plan: exactly one of `previous` (a whole /plan, /replan or
     /plan/expand answer) and `plan_id` (a plan the service stored)."""
@@ -52,22 +57,17 @@ class ReplanRequest(PlanRequest, OfAPlan):
     the plan store). `step_states` is keyed by step number; a step without a state is pending.
     """
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "goal": "Fix authentication bug and add tests",
-                    "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
-                    "step_states": {
-                        "1": {"status": "completed", "output": "auth/login.py:42"},
-                        "2": {"status": "failed", "error": "patch breaks the session tests"},
-                    },
-                    "replan_steps": [3],
-                    "reason": "The tests must not touch the database",
-                }
-            ]
-        },
+    model_config = _closed_with_example(
+        {
+            "goal": "Fix authentication bug and add tests",
+            "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
+            "step_states": {
+                "1": {"status": "completed", "output": "auth/login.py:42"},
+                "2": {"status": "failed", "error": "patch breaks the session tests"},
+            },
+            "replan_steps": [3],
+            "reason": "The tests must not touch the database",
+        }
     )
 
     step_states: dict[str, StepState] = Field(default_factory=dict, max_length=200)
@@ -84,17 +84,12 @@ class ExpandRequest(PlanRequest, OfAPlan):
     """Replace one step of a plan by a sub-plan for it. Exactly one of `previous` (a whole
     /plan, /replan or /plan/expand answer) and `plan_id` (looked up in the plan store)."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "goal": "Fix authentication bug and add tests",
-                    "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
-                    "step": 2,
-                }
-            ]
-        },
+    model_config = _closed_with_example(
+        {
+            "goal": "Fix authentication bug and add tests",
+            "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
+            "step": 2,
+        }
     )
 
     step: int = Field(ge=1, description="The number of the step to replace by its sub-plan")
@@ -107,14 +102,7 @@ class SpecializeRequest(OfAPlan):
     """Exactly one of `previous` (a whole /plan or /replan answer) and `plan_id` (a stored
     plan), and the number of the step whose input to fill."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {"plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f", "step": 2},
-            ]
-        },
-    )
+    model_config = _closed_with_example({"plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f", "step": 2})
 
     step: int = Field(ge=1, le=10_000, description="The step whose input to fill")
     goal: str | None = Field(
@@ -153,31 +141,26 @@ MAX_EDITED_STEPS = 200
 class ValidateRequest(BaseModel):
     """An edited plan: steps in the /plan step shape, checked as they are (or mended: `fix`)."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
+    model_config = _closed_with_example(
+        {
+            "plan": [
                 {
-                    "plan": [
-                        {
-                            "step": 1,
-                            "action": "Reproduce the login failure",
-                            "required_arm": "executor",
-                            "acceptance_criteria": ["The failure is reproduced by a test"],
-                            "depends_on": [],
-                        },
-                        {
-                            "step": 2,
-                            "action": "Check the fix against the constraints",
-                            "required_arm": "judge",
-                            "acceptance_criteria": ["Every constraint is met"],
-                            "depends_on": [1],
-                        },
-                    ],
-                    "fix": False,
-                }
-            ]
-        },
+                    "step": 1,
+                    "action": "Reproduce the login failure",
+                    "required_arm": "executor",
+                    "acceptance_criteria": ["The failure is reproduced by a test"],
+                    "depends_on": [],
+                },
+                {
+                    "step": 2,
+                    "action": "Check the fix against the constraints",
+                    "required_arm": "judge",
+                    "acceptance_criteria": ["Every constraint is met"],
+                    "depends_on": [1],
+                },
+            ],
+            "fix": False,
+        }
     )
 
     # Items are read field by field by the checker, so a wrongly typed step is reported as

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 
@@ -167,20 +167,17 @@ def build_service(
     resolver = ArmResolver(settings.arms, settings.arm_aliases)
     rule_based = RuleBasedPlanner(settings.planning, resolver, rules, settings.fallback.confidence)
     prompt = system_prompt(settings.arms, settings.planning)
-    flat = FlatPlanner(
-        models=models,
-        rules=rules,
-        resolver=resolver,
-        system_prompt=prompt,
-        rule_based=rule_based,
-        example_texts=example_texts(),
-    )
-    subplans = SubPlanner(models=models, rules=rules, resolver=resolver, system_prompt=prompt)
+    # What every planner that asks the model holds (ModelPlanner's fields).
+    asks: dict[str, Any] = {
+        "models": models,
+        "rules": rules,
+        "resolver": resolver,
+        "system_prompt": prompt,
+    }
+    flat = FlatPlanner(**asks, rule_based=rule_based, example_texts=example_texts())
+    subplans = SubPlanner(**asks)
     hierarchical = HierarchicalPlanner(
-        models=models,
-        rules=rules,
-        resolver=resolver,
-        system_prompt=prompt,
+        **asks,
         rule_based=rule_based,
         subplans=subplans,
         concurrency=settings.expansion.concurrency,
@@ -203,14 +200,7 @@ def build_service(
     plans = CachingPlanner(
         strategies, settings.cache, settings_fingerprint(settings), metrics, clock, shared
     )
-    replanner = Replanner(
-        models=models,
-        rules=rules,
-        resolver=resolver,
-        system_prompt=prompt,
-        rule_based=rule_based,
-        planning=settings.planning,
-    )
+    replanner = Replanner(**asks, rule_based=rule_based, planning=settings.planning)
     expander = Expander(
         subplans,
         rules=rules,
