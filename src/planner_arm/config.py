@@ -299,7 +299,8 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # First wins: explicit arguments, the seed's flat variables, PLANNER_SECTION__FIELD
+        # First wins: explicit arguments, the flat variables (LLM_MODEL, ...), then
+        # PLANNER_SECTION__FIELD
         # variables, then the YAML file named by PLANNER_CONFIG, then the defaults above.
         nested_env = EnvSettingsSource(
             settings_cls, env_prefix="PLANNER_", env_nested_delimiter="__"
@@ -307,7 +308,7 @@ class Settings(BaseSettings):
         config_file = os.environ.get("PLANNER_CONFIG", "").strip() or None
         return (
             init_settings,
-            SeedEnvironmentSource(settings_cls),
+            FlatEnvironmentSource(settings_cls),
             nested_env,
             YamlConfigSettingsSource(settings_cls, yaml_file=config_file),
         )
@@ -317,7 +318,8 @@ class ConfigError(Exception):
     """A configuration that cannot start the service; the message names the field."""
 
 
-# Environment variables from the seed's table (and a few more), each with where it lands.
+# The flat environment variables (the documented table in docs/configuration.md), each with
+# where it lands.
 ENV_FIELDS: dict[str, tuple[str, ...]] = {
     "LLM_MODEL": ("model", "name"),
     "LLM_FALLBACK_MODELS": ("model", "fallback_models"),
@@ -354,8 +356,8 @@ def _env_value(name: str, raw: str) -> Any:
     return raw.strip()
 
 
-class SeedEnvironmentSource(PydanticBaseSettingsSource):
-    """The flat variable names of the seed's table (`LLM_MODEL`, `MAX_PLAN_STEPS`, ...)."""
+class FlatEnvironmentSource(PydanticBaseSettingsSource):
+    """The flat variable names of the documented table (`LLM_MODEL`, `MAX_PLAN_STEPS`, ...)."""
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False  # __call__ builds the whole nested mapping at once

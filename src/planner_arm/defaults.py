@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-# The seed's arms, plus `planner` (the decision tree's default). `keywords` are the words in
+# The built-in arms, plus `planner` (the decision tree's default). `keywords` are the words in
 # an action that point at the arm: the rule-based selector's first signal.
 DEFAULT_ARMS: Final[list[dict[str, Any]]] = [
     {
