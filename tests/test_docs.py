@@ -34,8 +34,6 @@ API_DOC = ROOT / "docs" / "api.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 # Written separately: a link to it passes while the file is missing, and is checked once it
 # is there. Remove an entry when its file lands.
-PENDING_FILES = {"docs/architecture.md"}
-
 HTTP_TABLE = "Error codes"
 INTERNAL_TABLE = "Codes that never reach a client"
 REPAIR_TABLE = "Repair and warning codes"
@@ -469,8 +467,6 @@ def test_every_relative_link_points_at_a_file_and_heading(doc: Path) -> None:
         file_part, _, anchor = target.partition("#")
         linked = (doc.parent / file_part).resolve() if file_part else doc
         relative = linked.relative_to(ROOT).as_posix() if linked.is_relative_to(ROOT) else None
-        if relative in PENDING_FILES and not linked.exists():
-            continue
         if not linked.exists():
             broken.append(f"{target} (no file {relative or linked})")
         elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
@@ -491,7 +487,7 @@ def test_every_repository_path_the_docs_name_exists(doc: Path) -> None:
     missing = []
     for path in sorted(set(PATH.findall(doc.read_text(encoding="utf-8")))):
         roots = _roots_of(path)
-        if path in PENDING_FILES or not roots:
+        if not roots:
             continue
         if not any((root / path).is_file() for root in roots):
             missing.append(path)

@@ -1,0 +1,170 @@
+"""The path of one request through the package: which modules run, and how often it changes folder.
+
+    .venv/bin/python benchmarks/request_path.py [--stream] [--no-model]
+
+Serves one flat POST /plan in process (the app with its lifespan, a model answered by an
+in-memory transport with a valid plan, so the model path runs end to end) under
+`sys.setprofile`, and prints every `planner_arm` module whose code ran, in the order first
+entered, then the number of modules and the number of switches between folders (`api`,
+`planning`, `pipeline`, `llm`, `store`, `plan`, `rules`, and the top-level modules as `-`).
+Start-up and shutdown are outside the count: only the request is profiled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import sys
+from types import FrameType
+from typing import Any
+
+import httpx
+
+from planner_arm.api.app import create_app
+from planner_arm.config import load_settings
+
+PACKAGE = "planner_arm"
+GOAL = "Fix authentication bug and add tests"
+ANSWER = {
+    "plan": [
+        {
+            "step": i,
+            "action": action,
+            "required_arm": arm,
+            "acceptance_criteria": [f"{action} is done and recorded"],
+            "depends_on": [i - 1] if i > 1 else [],
+            "estimated_cost_tier": 2,
+            "estimated_duration_seconds": 60,
+        }
+        for i, (action, arm) in enumerate(
+            [
+                ("Find the code that checks the login token", "retriever"),
+                ("Fix the token check in the login handler", "coder"),
+                ("Write tests for the fixed token check", "coder"),
+                ("Run the whole test suite", "executor"),
+                ("Check every step against the goal and constraints", "judge"),
+            ],
+            start=1,
+        )
+    ],
+    "rationale": "Find, fix, test, run, check.",
+    "confidence": 0.8,
+    "complexity_score": 0.4,
+}
+
+
+def _completion(request: httpx.Request) -> httpx.Response:
+    body = json.loads(request.content)
+    text = json.dumps(ANSWER)
+    if body.get("stream"):
+        chunk = {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": "stop"}]}
+        data = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+        return httpx.Response(200, text=data, headers={"content-type": "text/event-stream"})
+    return httpx.Response(
+        200,
+        json={
+            "id": "chatcmpl-path",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 900, "completion_tokens": 300, "total_tokens": 1200},
+        },
+    )
+
+
+class PathRecorder:
+    """The package modules entered by calls, in order, while it is installed."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        module = frame.f_globals.get("__name__", "")
+        if module == PACKAGE or module.startswith(PACKAGE + "."):
+            self.calls.append(module)
+
+
+def folder(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else "-"
+
+
+def switches(folders: list[str]) -> int:
+    return sum(1 for before, after in itertools.pairwise(folders) if before != after)
+
+
+def summary(calls: list[str]) -> tuple[list[str], int, int]:
+    """The modules in order of first entry; the switches between folders along the calls; and
+    the same without the top-level modules every folder uses (the clock, metrics, errors)."""
+    modules = list(dict.fromkeys(calls))
+    folders = [folder(module) for module in calls]
+    between_folders = [name for name in folders if name != "-"]
+    return modules, switches(folders), switches(between_folders)
+
+
+async def one_request(stream: bool, with_model: bool) -> list[str]:
+    overrides: dict[str, Any] = {"cache": {"enabled": False}}
+    if with_model:
+        overrides["model"] = {"base_url": "http://model.invalid/v1"}
+        overrides["api_key"] = "sk-path"
+    settings = load_settings(**overrides)
+    model_client = httpx.AsyncClient(transport=httpx.MockTransport(_completion))
+    app = create_app(settings, http_client=model_client)
+    recorder = PathRecorder()
+    async with app.router.lifespan_context(app) as state:
+
+        async def served(scope: Any, receive: Any, send: Any) -> None:
+            # As a server does: each request's scope carries the state the lifespan yielded.
+            if scope["type"] == "http":
+                scope = {**scope, "state": dict(state or {})}
+            await app(scope, receive, send)
+
+        transport = httpx.ASGITransport(app=served)
+        async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
+            # A streamed answer is asked for by its media type (server-sent events).
+            headers = {"accept": "text/event-stream"} if stream else {}
+            # One request first, so that lazy set-up (imports, caches) is not on the path.
+            await client.post("/plan", json={"goal": "Warm the path up"}, headers=headers)
+            sys.setprofile(recorder)
+            try:
+                response = await client.post("/plan", json={"goal": GOAL}, headers=headers)
+            finally:
+                sys.setprofile(None)
+            response.raise_for_status()
+    await model_client.aclose()
+    return recorder.calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--stream", action="store_true", help="a streamed answer (server-sent events)"
+    )
+    parser.add_argument("--no-model", action="store_true", help="no model: the rule-based plan")
+    args = parser.parse_args()
+    calls = asyncio.run(one_request(args.stream, not args.no_model))
+    modules, every_switch, folder_switches = summary(calls)
+    for module in modules:
+        print(f"  {module}")
+    kind = "streamed" if args.stream else "flat"
+    source = "rule-based" if args.no_model else "model"
+    print(
+        f"one {kind} POST ({source} plan): {len(modules)} modules; "
+        f"{folder_switches} switches between folders "
+        f"({every_switch} counting calls into the top-level modules)"
+    )
+
+
+if __name__ == "__main__":
+    main()
