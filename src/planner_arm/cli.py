@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from planner_arm.config import ConfigError, Settings, load_settings
@@ -51,7 +52,8 @@ def fail(what: str, error: object, code: int = 1) -> typer.Exit:
     said = str(error)
     if getattr(error, "code", None) == "unauthorized":
         said += " (give the service's key with --api-key)"
-    _err().print(f"[red]{what}:[/red] {said}", highlight=False)
+    # Escaped: an error may quote a rule such as `^[a-z][a-z0-9_-]{0,31}$`, which is not markup.
+    _err().print(f"[red]{escape(what)}:[/red] {escape(said)}", highlight=False)
     return typer.Exit(code)
 
 

@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -63,6 +71,15 @@ class PlanningSettings(Section):
     min_steps: int = Field(3, ge=1, le=50)
     max_steps: int = Field(7, ge=1, le=50)
     require_validation_step: bool = True
+    # Which rules a tool set gets. agents: the built-in agents' rules above (a final judge
+    # step, min_steps..max_steps); tools: a plan of tool calls, tool_min_steps..tool_max_steps
+    # steps, no final check; auto: agents when the arms include `judge`, else tools.
+    profile: Literal["auto", "agents", "tools"] = "auto"
+    tool_min_steps: int = Field(1, ge=1, le=50)
+    tool_max_steps: int = Field(10, ge=1, le=50)
+    # Past this many tools, the prompt lists only the tools most relevant to the request (a
+    # lexical shortlist over names and descriptions, plus any tool the request names); 0: all.
+    tool_shortlist: int = Field(40, ge=0, le=1_000)
     # The final judge step must depend, directly or through others, on every other step.
     require_dependency_check: bool = True
     # The whole request's budget: every LLM call, retry and wait fits inside it.
@@ -79,6 +96,11 @@ class PlanningSettings(Section):
     def _steps_in_order(self) -> PlanningSettings:
         if self.min_steps > self.max_steps:
             raise ValueError(f"min_steps ({self.min_steps}) is above max_steps ({self.max_steps})")
+        if self.tool_min_steps > self.tool_max_steps:
+            raise ValueError(
+                f"tool_min_steps ({self.tool_min_steps}) is above "
+                f"tool_max_steps ({self.tool_max_steps})"
+            )
         return self
 
 
@@ -105,12 +127,40 @@ class Price(Section):
     output_per_million: float = Field(ge=0)
 
 
+# A tool's id as its platform names it: any printable text (spaces, capitals, parentheses) up
+# to 128 characters, without line breaks or other control characters; matched exactly.
+ARM_ID_MAX_CHARS = 128
+ARM_ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+ARM_DESCRIPTION_MAX_CHARS = 2_000
+# What a tool takes or gives (`image`, `text`, `url`, ...): short lower-case type names.
+RESOURCE_PATTERN = r"^[a-z][a-z0-9_.-]{0,39}$"
+
+
 class ArmSpec(Section):
-    id: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")
-    capabilities: list[str] = Field(min_length=1)
-    description: str = Field(min_length=1)
+    """An arm (one of the built-in agents) or a tool of the caller: only `id` and
+    `description` are required."""
+
+    id: str = Field(min_length=1, max_length=ARM_ID_MAX_CHARS, pattern=ARM_ID_PATTERN)
+    description: str = Field(min_length=1, max_length=ARM_DESCRIPTION_MAX_CHARS)
+    capabilities: list[str] = Field(default_factory=list, max_length=32)
     # Words in an action that point at this arm (the rule-based selector's first signal).
-    keywords: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list, max_length=64)
+    # The JSON Schema of the tool's arguments: a step's input follows it (stage 2).
+    input_schema: dict[str, Any] | None = None
+    # Typed resources: a link from A to B makes sense when B consumes what A produces.
+    consumes: list[Annotated[str, Field(pattern=RESOURCE_PATTERN)]] = Field(
+        default_factory=list, max_length=16
+    )
+    produces: list[Annotated[str, Field(pattern=RESOURCE_PATTERN)]] = Field(
+        default_factory=list, max_length=16
+    )
+
+    @field_validator("id")
+    @classmethod
+    def _id_trimmed(cls, value: str) -> str:
+        if value != value.strip():
+            raise ValueError("an arm id has no leading or trailing spaces")
+        return value
 
 
 class ServerSettings(Section):
@@ -158,6 +208,9 @@ class LimitsSettings(Section):
     max_constraint_chars: int = Field(1_000, ge=1, le=1_000_000)
     max_context_bytes: int = Field(32 * 1024, ge=2, le=16 * 1024 * 1024)
     max_context_depth: int = Field(8, ge=1, le=100)
+    # The `tools` of one request: how many, and their size as JSON.
+    max_tools: int = Field(500, ge=1, le=10_000)
+    max_tools_bytes: int = Field(512 * 1024, ge=1024, le=64 * 1024 * 1024)
 
 
 class AuthSettings(Section):
@@ -278,14 +331,15 @@ class Settings(BaseSettings):
         ids = self.arm_ids
         if len(set(ids)) != len(ids):
             raise ValueError(f"arms: duplicate arm id in {ids}")
-        if self.planning.require_validation_step and "judge" not in ids:
-            raise ValueError("arms: require_validation_step needs an arm with id 'judge'")
+        if self.planning.profile == "agents" and "judge" not in ids:
+            raise ValueError("arms: the agents profile needs an arm with id 'judge'")
         unknown = sorted({t for t in self.arm_aliases.values() if t not in ids})
-        if unknown and "arm_aliases" in self.model_fields_set:
+        own_arms = "arms" in self.model_fields_set
+        if unknown and "arm_aliases" in self.model_fields_set and not own_arms:
             raise ValueError(f"arm_aliases: points at unknown arm(s) {unknown}")
         if unknown:
-            # The built-in table serves the built-in arms; with a smaller registry, the
-            # aliases of arms that are not there simply do not apply.
+            # The built-in table (or a copy of it next to the caller's own arms) serves the
+            # built-in arms; the aliases of arms that are not there simply do not apply.
             kept = {k: v for k, v in self.arm_aliases.items() if v in ids}
             object.__setattr__(self, "arm_aliases", kept)
         return self

@@ -8,6 +8,7 @@ whose body models take this app's limits from the settings, and the probes (/hea
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable
 from datetime import UTC, datetime
 from time import monotonic
@@ -77,7 +78,8 @@ def _planning_router(settings: Settings) -> APIRouter:
                 body, request_id, use_cache=use_cache, idempotency_key=key, listener=stream
             )
 
-        return await streamed_plan(request, kind, plans.stream, request_id, work)
+        new_stream = functools.partial(plans.stream, request=body)
+        return await streamed_plan(request, kind, new_stream, request_id, work)
 
     async def replan(
         body: ReplanRequest, request: Request, plans: PlanningDep

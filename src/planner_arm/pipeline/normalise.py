@@ -262,7 +262,14 @@ class _Normaliser:
         if any(text_ids):  # a step known by a name: number every step by its position
             numbers = self.by_position(numbers, text_ids)
         self.rows = [(found, number) for (found, _), number in zip(rows, numbers, strict=True)]
-        return [self.step(found, number) for found, number in self.rows]
+        kept = []
+        for found, number in self.rows:
+            if self.arms.names_no_tool(self.value(found, "required_arm")):
+                # A tool plan's "no tool" step is not work to run: dropped, not invented.
+                self.add("no_tool_step_dropped", f"step {number}")
+                continue
+            kept.append(self.step(found, number))
+        return kept
 
     def step_fields(self, entries: list[tuple[Any, Any]]) -> list[tuple[Found, Any]]:
         """Each usable step's fields, with the number its key gave it; the rest dropped."""

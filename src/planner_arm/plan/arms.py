@@ -28,6 +28,7 @@ from planner_arm.plan.lexicon import (
     stem,
     words,
 )
+from planner_arm.plan.tools import ToolIndex
 
 # Equal scores go to the arm earlier here: does the step write code, look something up, run
 # something, check results, guard safety? The planner is the answer when nothing matched (the
@@ -48,6 +49,8 @@ HEAD, GENERIC_HEAD, OBJECT, CRITERIA = 3.0, 1.0, 2.0, 1 / 3
 # Long texts are cut: the arm is decided by an action's opening words.
 MAX_TOKENS = 64
 _ARM_SUFFIX = re.compile(r"[\s_-]+arm$")
+# What a model writes for a step that calls no tool.
+NO_TOOL_WORDS = frozenset({"none", "null", "n/a", "na", "no tool", "no_tool", "-", "nothing"})
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,16 @@ class ArmChoice:
 class ArmResolver:
     """Maps what a model wrote in `required_arm` (or nothing) to a registered arm id."""
 
-    def __init__(self, arms: Sequence[ArmSpec], aliases: Mapping[str, str]) -> None:
+    def __init__(
+        self, arms: Sequence[ArmSpec], aliases: Mapping[str, str], *, tools: bool = False
+    ) -> None:
+        """`tools`: the arms are a caller's tools (the tools profile): a misspelt name maps
+        to the closest tool's, a tool named in the action counts, a "no tool" step is none."""
         self.arms = list(arms)
         self.arm_ids: tuple[str, ...] = tuple(arm.id for arm in self.arms)
         ids = set(self.arm_ids)
+        self._lower = {arm.lower(): arm for arm in reversed(self.arm_ids)}
+        self.index = ToolIndex(self.arms) if tools else None
         self.aliases = {
             name.strip().lower(): target for name, target in aliases.items() if target in ids
         }
@@ -100,19 +109,50 @@ class ArmResolver:
     def resolve(self, given: str | None, action: str, criteria: Sequence[str] = ()) -> ArmChoice:
         """The registered arm for a step: the given name when it is one, mended if close."""
         text = (given or "").strip()
+        if self.index is not None:
+            reconciled = self._tool_in_action(text, action)
+            if reconciled is not None:
+                return reconciled
         if not text:
             arm = self.select(action, criteria)
             return ArmChoice(arm, repair("arm_missing", f"-> {arm}"))
+        if text in self.arm_ids:
+            note = None if given == text else f"'{_short(text)}' -> {text}"
+            return ArmChoice(text, repair("arm_normalised", note) if note else None)
         key = text.lower()
         for candidate in dict.fromkeys((key, _ARM_SUFFIX.sub("", key))):
-            if candidate in self.arm_ids:
-                note = None if given == candidate else f"'{_short(text)}' -> {candidate}"
-                return ArmChoice(candidate, repair("arm_normalised", note) if note else None)
+            if candidate in self._lower:
+                arm = self._lower[candidate]
+                return ArmChoice(arm, repair("arm_normalised", f"'{_short(text)}' -> {arm}"))
             if candidate in self.aliases:
                 target = self.aliases[candidate]
                 return ArmChoice(target, repair("arm_alias", f"{candidate} -> {target}"))
+        closest = self.index.closest_name(text) if self.index is not None else None
+        if closest is not None:
+            return ArmChoice(closest, repair("tool_closest", f"'{_short(text)}' -> {closest}"))
         arm = self.select(action, criteria)
         return ArmChoice(arm, repair("arm_selected", f"'{_short(text)}' -> {arm}"))
+
+    def names_no_tool(self, given: object) -> bool:
+        """Whether a tool plan's step says it calls no tool (`none`, `n/a`, ...)."""
+        if self.index is None or not isinstance(given, str):
+            return False
+        return given.strip().lower() in NO_TOOL_WORDS
+
+    def _tool_in_action(self, given: str, action: str) -> ArmChoice | None:
+        """A tool the action names, where it tells more than `required_arm`: the action is
+        a tool's name itself, or `required_arm` names no tool and the action names one."""
+        written = action.strip().strip("`'\".")
+        if written in self.arm_ids and written != given:
+            note = f"action names {written}, required_arm {_short(given) or 'none'}"
+            return ArmChoice(written, repair("tool_reconciled", note))
+        if given in self.arm_ids or given.lower() in self._lower or self.index is None:
+            return None
+        named = self.index.named_in(action)
+        if len(named) == 1:
+            note = f"'{_short(given) or 'none'}' -> {named[0]} (named in the action)"
+            return ArmChoice(named[0], repair("tool_reconciled", note))
+        return None
 
     def select(self, action: str, criteria: Sequence[str] = ()) -> str:
         """The rule-based choice for a step: what its action does, its criteria as evidence."""

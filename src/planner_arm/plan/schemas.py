@@ -13,7 +13,8 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from planner_arm.config import LimitsSettings
+from planner_arm.config import ArmSpec, LimitsSettings
+from planner_arm.plan.tools import ToolItem, arm_specs
 
 
 def context_depth_exceeds(value: Any, limit: int) -> bool:
@@ -167,6 +168,34 @@ class PlanRequest(BaseModel):
     specialize: bool = Field(
         False, description="Fill each step's `input`: the typed input of its arm (stage 2)"
     )
+    tools: list[ToolItem] | None = Field(
+        None,
+        description="The tools to plan over for this request, replacing the configured arms: "
+        "each in the arm shape (id, description, optional input_schema, consumes, produces) "
+        "or the OpenAI function-tool shape",
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _tools_bounded(cls, tools: list[ToolItem] | None) -> list[ToolItem] | None:
+        if tools is None:
+            return None
+        limits = cls.limits
+        if not tools:
+            raise ValueError("tools is empty: leave it out to plan over the configured arms")
+        if len(tools) > limits.max_tools:
+            raise ValueError(f"{len(tools)} tools; at most {limits.max_tools} are allowed")
+        size = len(json.dumps([tool.model_dump(mode="json") for tool in tools]).encode())
+        if size > limits.max_tools_bytes:
+            raise ValueError(
+                f"tools are {size} bytes as JSON; at most {limits.max_tools_bytes} are allowed"
+            )
+        arm_specs(tools)  # a repeated id is refused here
+        return tools
+
+    def tool_specs(self) -> list[ArmSpec] | None:
+        """The request's tools as arms, or None to plan over the configured arms."""
+        return None if self.tools is None else arm_specs(self.tools)
 
     @field_validator("goal")
     @classmethod

@@ -7,10 +7,12 @@ Steps are named in repair and error details by the numbers the model gave them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from graphlib import CycleError
+from typing import Literal
 
-from planner_arm.config import Settings
+from planner_arm.config import PlanningSettings, Settings
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arms import typical_cost_tier, typical_duration_seconds
 from planner_arm.plan.dag import (
@@ -73,16 +75,45 @@ class PlanRules:
         if self.require_validation_step and JUDGE_ARM not in self.arm_ids:
             raise ValueError(f"require_validation_step needs the arm {JUDGE_ARM!r}")
 
+    @property
+    def profile(self) -> Profile:
+        """agents: the built-in agents' rules (a final check); tools: a plan of tool calls."""
+        return "agents" if self.require_validation_step else "tools"
+
     @classmethod
     def from_settings(cls, settings: Settings) -> PlanRules:
-        planning = settings.planning
+        return cls.for_arms(settings.planning, settings.arm_ids)
+
+    @classmethod
+    def for_arms(cls, planning: PlanningSettings, arm_ids: Sequence[str]) -> PlanRules:
+        """The rules for this set of arms: the agents profile where the built-in agents are
+        (with `auto`, where there is a `judge`), else the tools profile."""
+        ids = tuple(arm_ids)
+        if profile_of(planning, ids) == "agents":
+            return cls(
+                min_steps=planning.min_steps,
+                max_steps=planning.max_steps,
+                require_validation_step=planning.require_validation_step,
+                arm_ids=ids,
+                require_dependency_check=planning.require_dependency_check,
+            )
         return cls(
-            min_steps=planning.min_steps,
-            max_steps=planning.max_steps,
-            require_validation_step=planning.require_validation_step,
-            arm_ids=tuple(settings.arm_ids),
-            require_dependency_check=planning.require_dependency_check,
+            min_steps=planning.tool_min_steps,
+            max_steps=planning.tool_max_steps,
+            require_validation_step=False,
+            arm_ids=ids,
+            require_dependency_check=False,
         )
+
+
+Profile = Literal["agents", "tools"]
+
+
+def profile_of(planning: PlanningSettings, arm_ids: Sequence[str]) -> Profile:
+    """Which rules a set of arms gets (`planning.profile`, `auto` decided by a `judge` arm)."""
+    if planning.profile != "auto":
+        return planning.profile
+    return "agents" if JUDGE_ARM in arm_ids else "tools"
 
 
 @dataclass

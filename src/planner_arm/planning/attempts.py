@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from enum import Enum
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 import structlog
 
@@ -36,6 +36,7 @@ from planner_arm.plan.budget import Spend, estimate_call_usd, price_for
 from planner_arm.plan.quality import QualityProblem
 from planner_arm.plan.schemas import Budget, PlanRequest
 from planner_arm.plan.validation import PlanRules
+from planner_arm.planning.toolboxes import Toolboxes
 
 T = TypeVar("T")
 
@@ -496,3 +497,22 @@ class ModelPlanner:
     rules: PlanRules
     resolver: ArmResolver
     system_prompt: str
+    # The toolbox of each request's tool set (the configured arms when it brings none).
+    toolboxes: Toolboxes | None = None
+
+    def for_request(self, request: PlanRequest) -> Self:
+        """This planner for `request`'s own tools, or for its shortlist of a large tool set;
+        itself when the request plans over the configured arms as they are."""
+        if self.toolboxes is None:
+            return self
+        box = self.toolboxes.for_request(request)
+        if box is self.toolboxes.configured and not box.shortlists:
+            return self
+        changes: dict[str, Any] = {
+            "rules": box.rules,
+            "resolver": box.resolver,
+            "system_prompt": box.prompt_for(request),
+        }
+        if "rule_based" in {item.name for item in fields(self)}:
+            changes["rule_based"] = box.rule_based
+        return replace(self, **changes)

@@ -56,9 +56,11 @@ class FlatPlanner(ModelPlanner):
     async def plan(self, job: PlanJob) -> PlanResponse:
         """A plan for `request`; `listener` watches the model's answers being written, and
         names the plan (a streamed answer announced its plan_id before the plan existed)."""
+        planner = self.for_request(job.request)
         spend = Spend()
-        answer = await first_answer(self, self.rule_based, self.question(job.request), job, spend)
-        confidence = self.rule_based.confidence
+        question = planner.question(job.request)
+        answer = await first_answer(planner, planner.rule_based, question, job, spend)
+        confidence = planner.rule_based.confidence
         request = job.request
         return respond(
             answer, request, job.request_id, spend, job.deadline, PROMPT_VERSION, confidence
@@ -85,8 +87,10 @@ class FlatPlanner(ModelPlanner):
         def quality(answer: PlanAnswer) -> list[QualityProblem]:
             return quality_problems(answer[1].steps, request.constraints, self.example_texts)
 
+        # A tool plan is judged by its tools and links; the constraint checks are the agents'.
+        checks = quality if self.rules.profile == "agents" else None
         return Question(
-            initial_messages(self.system_prompt, user), read, quality=quality, noted=_noted
+            initial_messages(self.system_prompt, user), read, quality=checks, noted=_noted
         )
 
 

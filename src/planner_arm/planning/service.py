@@ -41,6 +41,7 @@ from planner_arm.planning.recorder import PlanRecorder
 from planner_arm.planning.replan import Replanner
 from planner_arm.planning.specialize import Specializer
 from planner_arm.planning.stream import PlanStream
+from planner_arm.planning.toolboxes import Toolboxes
 from planner_arm.store.base import PlanStore, note_store_failure
 
 
@@ -92,18 +93,26 @@ class PlanService:
     metrics: PlannerMetrics
     clock: Clock
     timeout_seconds: float
+    toolboxes: Toolboxes | None = None
 
     @property
     def store_kind(self) -> str:
         return self.store.kind
 
-    def stream(self, plan_id: str, request_id: str) -> PlanStream:
-        """The events of one streamed answer, checked with this service's arms and rules."""
+    def stream(
+        self, plan_id: str, request_id: str, request: PlanRequest | None = None
+    ) -> PlanStream:
+        """The events of one streamed answer, checked with the arms and rules of the request's
+        tools (the configured arms when it brings none)."""
+        resolver, rules = self.resolver, self.rules
+        if request is not None and request.tools is not None and self.toolboxes is not None:
+            box = self.toolboxes.for_request(request)
+            resolver, rules = box.resolver, box.rules
         return PlanStream(
             plan_id=plan_id,
             request_id=request_id,
-            arms=self.resolver,
-            rules=self.rules,
+            arms=resolver,
+            rules=rules,
             metrics=self.metrics,
             clock=self.clock,
         )

@@ -20,11 +20,9 @@ from planner_arm.clock import Clock
 from planner_arm.config import Settings
 from planner_arm.llm.client import LLMClient
 from planner_arm.llm.guarded import GuardedLLM
-from planner_arm.llm.prompts import PROMPT_VERSION, example_texts, system_prompt
+from planner_arm.llm.prompts import PROMPT_VERSION, example_texts
 from planner_arm.llm.retry import RetryPolicy
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.attempts import (
     CallTime,
     FallbackGate,
@@ -41,6 +39,7 @@ from planner_arm.planning.recorder import PlanRecorder, TrafficStats
 from planner_arm.planning.replan import Replanner
 from planner_arm.planning.service import PlanService, Strategies
 from planner_arm.planning.specialize import Specializer
+from planner_arm.planning.toolboxes import Toolboxes
 from planner_arm.rules.planner import RuleBasedPlanner
 from planner_arm.store.base import PlanStore
 from planner_arm.store.memory import MemoryStore
@@ -163,16 +162,17 @@ def build_service(
     rng = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
     llm = LLMClient(settings, http_client) if settings.llm_enabled else None
     models = _model_chain(settings, llm, metrics, clock, rng)
-    rules = PlanRules.from_settings(settings)
-    resolver = ArmResolver(settings.arms, settings.arm_aliases)
-    rule_based = RuleBasedPlanner(settings.planning, resolver, rules, settings.fallback.confidence)
-    prompt = system_prompt(settings.arms, settings.planning)
+    toolboxes = Toolboxes(settings)
+    configured = toolboxes.configured
+    rules, resolver = configured.rules, configured.resolver
+    rule_based, prompt = configured.rule_based, configured.system_prompt
     # What every planner that asks the model holds (ModelPlanner's fields).
     asks: dict[str, Any] = {
         "models": models,
         "rules": rules,
         "resolver": resolver,
         "system_prompt": prompt,
+        "toolboxes": toolboxes,
     }
     flat = FlatPlanner(**asks, rule_based=rule_based, example_texts=example_texts())
     subplans = SubPlanner(**asks)
@@ -228,6 +228,7 @@ def build_service(
         metrics=metrics,
         clock=clock,
         timeout_seconds=settings.planning.timeout_seconds,
+        toolboxes=toolboxes,
     )
     return Service(
         settings=settings,

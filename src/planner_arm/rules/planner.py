@@ -46,6 +46,7 @@ from planner_arm.rules.goals import (
     has_word,
 )
 from planner_arm.rules.templates import Step, kinds
+from planner_arm.rules.tools import tool_plan
 
 __all__ = ["classify_goal", "goal_subject", "rule_based_plan"]
 
@@ -72,7 +73,10 @@ def rule_based_plan(
     planning: PlanningSettings,
     resolver: ArmResolver,
 ) -> DraftPlan:
-    """A valid plan for `goal` from the templates of its parts, within the planning limits."""
+    """A valid plan for `goal` from the templates of its parts, within the planning limits;
+    over a caller's tools (the tools profile), the tools the goal calls for."""
+    if resolver.index is not None:
+        return tool_plan(goal, context, resolver, planning.max_steps)
     pieces, size, with_check = _sized(goal, planning, resolver)
     parts: list[_Part] = []
     for piece in pieces:

@@ -1,0 +1,113 @@
+"""What a planner plans over: the configured arms, or the tools a request brings.
+
+A `Toolbox` is everything that depends on the set of arms: the rules (the agents or the tools
+profile), the resolver that reads arm names, the rule-based planner and the system prompt.
+`Toolboxes` builds the configured one once and one per tool set a request brings, kept by
+content (a repeated tool set costs nothing). Past `planning.tool_shortlist` tools, the prompt
+lists only the tools relevant to the request; the resolver still knows them all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from planner_arm.config import ArmSpec, PlanningSettings, Settings
+from planner_arm.llm.prompts import system_prompt, tools_system_prompt
+from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.schemas import PlanRequest
+from planner_arm.plan.tools import tool_set_key
+from planner_arm.plan.validation import PlanRules, profile_of
+from planner_arm.rules.planner import RuleBasedPlanner
+
+# Tool sets kept built at once (each holds its index and prompt).
+KEPT_TOOL_SETS = 64
+
+
+@dataclass(frozen=True)
+class Toolbox:
+    arms: tuple[ArmSpec, ...]
+    resolver: ArmResolver
+    rules: PlanRules
+    rule_based: RuleBasedPlanner
+    system_prompt: str
+    shortlist_size: int
+
+    @property
+    def shortlists(self) -> bool:
+        """Whether the prompt lists only some of the tools (a large tool set)."""
+        index = self.resolver.index
+        return index is not None and 0 < self.shortlist_size < len(self.arms)
+
+    def prompt_for(self, request: PlanRequest) -> str:
+        """The system prompt for `request`: every arm, or the tools relevant to it."""
+        index = self.resolver.index
+        if index is None or not self.shortlists:
+            return self.system_prompt
+        text = " ".join(
+            [request.goal, *request.constraints, json.dumps(request.context, default=str)]
+        )
+        kept = set(index.shortlist(text, self.shortlist_size))
+        arms = [arm for arm in self.arms if arm.id in kept]
+        return tools_system_prompt(arms, self.rules.min_steps, self.rules.max_steps)
+
+
+def build_toolbox(
+    arms: Sequence[ArmSpec],
+    aliases: Mapping[str, str],
+    planning: PlanningSettings,
+    confidence: float,
+) -> Toolbox:
+    ids = [arm.id for arm in arms]
+    rules = PlanRules.for_arms(planning, ids)
+    tools = profile_of(planning, ids) == "tools"
+    resolver = ArmResolver(arms, aliases, tools=tools)
+    if tools:
+        planning = planning.model_copy(
+            update={
+                "min_steps": rules.min_steps,
+                "max_steps": rules.max_steps,
+                "require_validation_step": False,
+            }
+        )
+        prompt = tools_system_prompt(arms, rules.min_steps, rules.max_steps)
+    else:
+        prompt = system_prompt(arms, planning)
+    return Toolbox(
+        arms=tuple(arms),
+        resolver=resolver,
+        rules=rules,
+        rule_based=RuleBasedPlanner(planning, resolver, rules, confidence),
+        system_prompt=prompt,
+        shortlist_size=planning.tool_shortlist,
+    )
+
+
+class Toolboxes:
+    """The configured toolbox, and one per tool set requests bring (least recently used out)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._planning = settings.planning
+        self._confidence = settings.fallback.confidence
+        self._aliases = settings.arm_aliases
+        self.configured = build_toolbox(
+            settings.arms, settings.arm_aliases, settings.planning, self._confidence
+        )
+        self._kept: OrderedDict[str, Toolbox] = OrderedDict()
+
+    def for_request(self, request: PlanRequest) -> Toolbox:
+        specs = request.tool_specs()
+        if specs is None:
+            return self.configured
+        key = tool_set_key(specs)
+        box = self._kept.get(key)
+        if box is None:
+            box = build_toolbox(specs, {}, self._planning, self._confidence)
+            self._kept[key] = box
+            while len(self._kept) > KEPT_TOOL_SETS:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(key)
+        return box

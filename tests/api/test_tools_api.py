@@ -1,0 +1,170 @@
+"""Planning over the caller's own tools: the `tools` field, tool ids as platforms write them,
+the tools profile's rules, reading the model's tool names, and the rule-based tool plan."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import respx
+
+from planner_arm.config import ConfigError, load_settings
+from support.app import answer, make_settings, running_app
+
+MOVIE_TOOLS: list[dict[str, Any]] = [
+    {"id": "Image Search (by Image)", "description": "Find images similar to a given image"},
+    {
+        "type": "function",
+        "function": {
+            "name": "GetMovieCredit",
+            "description": "Get the cast and crew of a movie by its movie id",
+            "parameters": {"type": "object", "properties": {"movie_id": {"type": "string"}}},
+        },
+    },
+    {"id": "search_movie", "description": "Search movies by title and return their ids"},
+    {
+        "id": "special_foreign_currency_purchase_request",
+        "description": "Buy foreign currency cash at a bank branch",
+    },
+]
+TOOL_IDS = {"Image Search (by Image)", "GetMovieCredit", "search_movie"} | {
+    "special_foreign_currency_purchase_request"
+}
+GOAL = "Search the movie Titanic by its title, and then get the cast of the movie"
+
+
+def _listed_tools(system: str) -> list[str]:
+    """The tool names a system prompt lists, one JSON object a line."""
+    return [json.loads(line)["name"] for line in system.splitlines() if line.startswith('{"name"')]
+
+
+def _steps(body: dict[str, Any]) -> list[tuple[str, list[int]]]:
+    return [(step["required_arm"], step["depends_on"]) for step in body["plan"]]
+
+
+async def test_without_a_model_the_rule_based_plan_calls_the_tools_the_goal_asks_for() -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post("/plan", json={"goal": GOAL, "tools": MOVIE_TOOLS})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    # In the goal's order, each after the one before; no judge step is added to a tool plan.
+    assert _steps(body) == [("search_movie", []), ("GetMovieCredit", [1])]
+    assert body["metadata"]["source"] == "fallback"
+
+
+async def test_the_model_is_asked_about_the_tools_and_its_names_are_read(
+    chat_route: respx.Route,
+) -> None:
+    chat_route.return_value = answer(
+        {
+            "plan": [
+                {"step": 1, "tool": "search_movie", "action": "find the id", "depends_on": []},
+                # A tool name written differently, and the tool named as the action.
+                {"step": 2, "tool": "get_movie_credit", "action": "list cast", "depends_on": [1]},
+                {"step": 3, "tool": "none", "action": "tell the user", "depends_on": [2]},
+            ]
+        }
+    )
+    async with running_app(make_settings()) as client:
+        response = await client.post("/plan", json={"goal": GOAL, "tools": MOVIE_TOOLS})
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["metadata"]["source"] == "llm"
+    assert _steps(body) == [("search_movie", []), ("GetMovieCredit", [1])]
+    codes = {entry["code"] for entry in body["metadata"]["repairs"]}
+    assert {"tool_closest", "no_tool_step_dropped"} <= codes
+    system = json.loads(chat_route.calls[0].request.content)["messages"][0]["content"]
+    # Each tool once, as data; none of the built-in arms.
+    assert sorted(_listed_tools(system)) == sorted(TOOL_IDS)
+    assert system.count("GetMovieCredit") == 1
+    assert "retriever" not in system
+    assert "judge" not in system
+
+
+async def test_a_tool_named_as_the_action_wins_over_another_required_arm(
+    chat_route: respx.Route,
+) -> None:
+    chat_route.return_value = answer(
+        {
+            "plan": [
+                {"step": 1, "required_arm": "search_movie", "action": "search_movie"},
+                {"step": 2, "required_arm": "search_movie", "action": "GetMovieCredit"},
+            ]
+        }
+    )
+    async with running_app(make_settings()) as client:
+        body = (await client.post("/plan", json={"goal": GOAL, "tools": MOVIE_TOOLS})).json()
+    assert [arm for arm, _ in _steps(body)] == ["search_movie", "GetMovieCredit"]
+    assert any(entry["code"] == "tool_reconciled" for entry in body["metadata"]["repairs"])
+
+
+@pytest.mark.parametrize(
+    ("tools", "says"),
+    [
+        ([], "tools is empty"),
+        ([MOVIE_TOOLS[0], MOVIE_TOOLS[0]], "given twice"),
+        ([{"id": "two\nlines", "description": "x"}], "tools"),
+        ([{"id": "x" * 129, "description": "x"}], "tools"),
+        ([{"id": "ok", "description": ""}], "tools"),
+        ([{"type": "function", "function": {"description": "no name"}}], "tools"),
+    ],
+)
+async def test_a_bad_tool_set_is_a_clear_422(tools: list[Any], says: str) -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post("/plan", json={"goal": GOAL, "tools": tools})
+    assert response.status_code == 422
+    assert says in response.text
+
+
+async def test_more_tools_than_allowed_are_refused() -> None:
+    tools = [{"id": f"tool {n}", "description": f"does thing {n}"} for n in range(6)]
+    settings = make_settings(llm=False, limits={"max_tools": 5})
+    async with running_app(settings) as client:
+        response = await client.post("/plan", json={"goal": GOAL, "tools": tools})
+    assert response.status_code == 422
+    assert "at most 5" in response.text
+
+
+async def test_a_large_tool_set_is_shortlisted_in_the_prompt(chat_route: respx.Route) -> None:
+    filler = [
+        {"id": f"weather_tool_{n}", "description": f"Weather forecast for region {n}"}
+        for n in range(60)
+    ]
+    chat_route.return_value = answer(
+        {"plan": [{"step": 1, "tool": "search_movie", "action": "find it", "depends_on": []}]}
+    )
+    settings = make_settings(planning={"tool_shortlist": 10})
+    async with running_app(settings) as client:
+        response = await client.post("/plan", json={"goal": GOAL, "tools": [*filler, *MOVIE_TOOLS]})
+    assert response.status_code == 200
+    system = json.loads(chat_route.calls[0].request.content)["messages"][0]["content"]
+    listed = _listed_tools(system)
+    assert {"search_movie", "GetMovieCredit"} <= set(listed)
+    assert len(listed) <= 10
+
+
+async def test_the_configured_arms_may_be_a_tool_set() -> None:
+    settings = make_settings(llm=False, arms=[{**tool} for tool in MOVIE_TOOLS if "id" in tool])
+    async with running_app(settings) as client:
+        body = (await client.post("/plan", json={"goal": GOAL})).json()
+    assert {arm for arm, _ in _steps(body)} <= TOOL_IDS
+    assert len(body["plan"]) >= 1
+
+
+def test_a_config_copy_with_only_the_arms_replaced_is_accepted() -> None:
+    from planner_arm.defaults import DEFAULT_ARM_ALIASES
+
+    settings = load_settings(
+        arms=[{"id": "GetMovieCredit", "description": "Cast of a movie"}],
+        arm_aliases=dict(DEFAULT_ARM_ALIASES),
+    )
+    assert settings.arm_ids == ["GetMovieCredit"]
+    assert settings.arm_aliases == {}
+
+
+def test_a_bad_arm_id_names_its_rule_readably() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(arms=[{"id": "bad\tid", "description": "x"}])
+    assert "arms.0.id" in str(caught.value)
+    assert "String should match pattern" in str(caught.value)
