@@ -59,7 +59,15 @@ async def test_a_browser_gets_the_plan_drawn(chat_route: respx.Route, accept: st
 
 
 @pytest.mark.parametrize(
-    "accept", [None, "*/*", "application/json", "text/html;q=0.5, application/json", "image/png"]
+    "accept",
+    [
+        None,
+        "*/*",
+        "application/json",
+        "text/html;q=0.5, application/json",
+        "text/html;q=bad",
+        "image/png",
+    ],
 )
 async def test_anyone_else_still_gets_json(chat_route: respx.Route, accept: str | None) -> None:
     chat_route.return_value = answer(good_plan())
