@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 
 from planner_arm.plan.drawing import (
     CHARS_PER_LINE,
+    LINE_HEIGHT,
     MAX_ACTION_LINES,
+    PADDING,
     action_lines,
     mermaid_flowchart,
     mermaid_text,
@@ -141,6 +143,20 @@ def test_a_long_chain_and_a_wide_stage_stay_within_a_laptop_width() -> None:
         layout = plan_layout(steps)
         assert layout.width <= LAPTOP_WIDTH
         assert len(layout.boxes) == 50
+
+
+def test_a_box_says_its_estimates_and_what_it_waits_for() -> None:
+    joined = [step(n) for n in range(1, 39)] + [step(39, *range(1, 39), seconds=45)]
+    boxes = {box.step.step: box for box in plan_layout(joined).boxes}
+    assert boxes[2].head == "#2 coder"  # the path runs through step 1, the earliest
+    assert boxes[2].foot == ["30 s · tier 1"]
+    assert boxes[39].head == "#39 coder ★"
+    assert boxes[39].foot == ["45 s · tier 1", "after 38 steps"]
+    two = {box.step.step: box for box in plan_layout(diamond()).boxes}
+    assert two[4].foot == ["30 s · tier 1", "after 2, 3"]
+    # A line each for the head, the action, the estimates and the steps waited for.
+    assert two[4].height == 4 * LINE_HEIGHT + 2 * PADDING
+    assert two[1].height == 3 * LINE_HEIGHT + 2 * PADDING
 
 
 def test_a_long_action_is_wrapped_and_cut() -> None:

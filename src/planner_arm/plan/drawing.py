@@ -34,7 +34,7 @@ PADDING = 10
 CHARS_PER_LINE = int((BOX_WIDTH - 2 * PADDING) / CHAR_WIDTH)
 MAX_ACTION_LINES = 10  # past this the box shows "…" and its tooltip the whole action
 HEAD_LINES = 1  # "#3 coder"
-FOOT_LINES = 1  # "60 s · tier 3"
+MAX_AFTER_LINES = 2  # the steps waited for; past this "after N steps"
 CONTENT_WIDTH = PER_ROW * BOX_WIDTH + (PER_ROW - 1) * GAP_X
 
 
@@ -48,7 +48,7 @@ class Box:
     height: int
     head: str  # "#3 coder"
     lines: list[str]  # the action, wrapped
-    foot: str  # "60 s · tier 3 · after 1, 2"
+    foot: list[str]  # "60 s · tier 3", then "after 1, 2" (wrapped) if it waits
     critical: bool
 
     def port(self, index: int, count: int, *, bottom: bool) -> tuple[int, int]:
@@ -92,8 +92,8 @@ def action_lines(action: str) -> list[str]:
     return lines or [""]
 
 
-def box_height(lines: Sequence[str]) -> int:
-    return (HEAD_LINES + len(lines) + FOOT_LINES) * LINE_HEIGHT + 2 * PADDING
+def box_height(lines: Sequence[str], foot: Sequence[str]) -> int:
+    return (HEAD_LINES + len(lines) + len(foot)) * LINE_HEIGHT + 2 * PADDING
 
 
 def plan_layout(steps: Sequence[PlanStep]) -> PlanLayout:
@@ -110,8 +110,8 @@ def plan_layout(steps: Sequence[PlanStep]) -> PlanLayout:
         for start in range(0, len(ordered), PER_ROW):
             row = ordered[start : start + PER_ROW]
             left = MARGIN + LABEL_WIDTH + (CONTENT_WIDTH - _row_width(len(row))) // 2
-            wrapped = [action_lines(by_number[number].action) for number in row]
-            for column, (number, lines) in enumerate(zip(row, wrapped, strict=True)):
+            texts = [(action_lines(by_number[n].action), _foot(by_number[n])) for n in row]
+            for column, (number, (lines, foot)) in enumerate(zip(row, texts, strict=True)):
                 step = by_number[number]
                 boxes[number] = Box(
                     step=step,
@@ -119,13 +119,13 @@ def plan_layout(steps: Sequence[PlanStep]) -> PlanLayout:
                     x=left + column * (BOX_WIDTH + GAP_X),
                     y=y,
                     width=BOX_WIDTH,
-                    height=box_height(lines),
+                    height=box_height(lines, foot),
                     head=_head(step, critical=number in on_path),
                     lines=lines,
-                    foot=_foot(step),
+                    foot=foot,
                     critical=number in on_path,
                 )
-            y += max(box_height(lines) for lines in wrapped) + GAP_Y
+            y += max(box_height(lines, foot) for lines, foot in texts) + GAP_Y
         bands.append(Band(stage_index, band_top - GAP_Y // 2, y - band_top))
     width = 2 * MARGIN + LABEL_WIDTH + CONTENT_WIDTH
     return PlanLayout(
@@ -151,15 +151,15 @@ def _head(step: PlanStep, *, critical: bool) -> str:
     return name + mark
 
 
-def _foot(step: PlanStep) -> str:
-    """The estimates and the steps waited for; "after N steps" when they do not fit."""
-    estimates = f"{step.estimated_duration_seconds} s · tier {step.estimated_cost_tier}"
+def _foot(step: PlanStep) -> list[str]:
+    """The estimates, then the steps waited for ("after N steps" when they take too long)."""
+    estimates = _fitted(f"{step.estimated_duration_seconds} s · tier {step.estimated_cost_tier}")
     if not step.depends_on:
-        return _fitted(estimates)
-    listed = f"{estimates} · after {', '.join(map(str, step.depends_on))}"
-    if len(listed) <= CHARS_PER_LINE:
-        return listed
-    return _fitted(f"{estimates} · after {len(step.depends_on)} steps")
+        return [estimates]
+    after = textwrap.wrap(f"after {', '.join(map(str, step.depends_on))}", CHARS_PER_LINE)
+    if len(after) > MAX_AFTER_LINES:
+        after = [f"after {len(step.depends_on)} steps"]
+    return [estimates, *after]
 
 
 def _arrows(
