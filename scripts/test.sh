@@ -3,17 +3,21 @@
 # also does the set-up) and the test suite; its arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The Redis store's tests run against a real redis-server (the Debian package).
-if ! command -v redis-server >/dev/null 2>&1; then
+# Debian packages the tests run for real: redis-server (the Redis store's tests) and chromium
+# with a font (the plan page's browser test; Playwright drives it and downloads no browser).
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
+if [ "${#missing[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
-    echo "test: installing redis-server (the Debian package) for the Redis store's tests" >&2
+    echo "test: installing ${missing[*]} (Debian packages) for the tests that run them" >&2
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo -n"
     $sudo apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      redis-server >/dev/null
+      "${missing[@]}" >/dev/null
   else
-    echo "test: redis-server is not installed and there is no apt-get; its tests skip (under CI they fail)" >&2
+    echo "test: ${missing[*]} not installed and there is no apt-get; their tests skip (under CI they fail)" >&2
   fi
 fi
 bash scripts/lint.sh

@@ -94,6 +94,11 @@ async def test_every_status_of_every_operation_has_an_example() -> None:
                 ndjson = contents["application/x-ndjson"]["example"].splitlines()
                 assert [json.loads(line)["event"] for line in ndjson][-1] == "plan"
                 contents = {"application/json": contents["application/json"]}
+            if path == "/plan/{plan_id}" and status == "200":
+                # The same answer drawn for a browser (Accept: text/html).
+                assert set(contents) == {"application/json", "text/html"}
+                assert contents["text/html"]["example"].startswith("<!DOCTYPE html>")
+                contents = {"application/json": contents["application/json"]}
             (content,) = contents.values()
             example = content["example"]
             if status != "200":

@@ -1,9 +1,9 @@
 """The HTTP endpoints: parse the request, call the plan service, shape the answer. Nothing more.
 
 `build_routers(settings)` builds every route once: the planning endpoints behind the API key
-(POST /plan, /replan, /plan/expand, /plan/specialize, /plan/validate, GET /plan/{plan_id}),
-whose body models take this app's limits from the settings, and the probes (/health, /ready,
-/capabilities, /metrics).
+(POST /plan, /replan, /plan/expand, /plan/specialize, /plan/validate, GET /plan/{plan_id}, which
+is also a page for a browser: api/plan_page.py), whose body models take this app's limits from
+the settings, and the probes (/health, /ready, /capabilities, /metrics).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from planner_arm.api.deps import (
 )
 from planner_arm.api.middleware import request_id_for
 from planner_arm.api.openapi import responses as docs
+from planner_arm.api.plan_page import plan_page_response, wants_html
 from planner_arm.api.streaming import stream_format, streamed_plan
 from planner_arm.config import Settings
 from planner_arm.errors import NotReady
@@ -117,9 +118,16 @@ def _planning_router(settings: Settings) -> APIRouter:
         """Check an edited plan without calling a model: every problem at once."""
         return plans.validate(body, request_id_for(request.scope, body.request_id))
 
-    async def get_plan(plan_id: str, plans: PlanningDep) -> PlanResponse:
-        """A plan answered by /plan or /replan, as it was given, while its TTL lasts."""
-        return await plans.get(plan_id)
+    async def get_plan(
+        plan_id: str, request: Request, response: Response, plans: PlanningDep
+    ) -> PlanResponse | Response:
+        """A plan answered by /plan or /replan, as it was given, while its TTL lasts; with
+        `Accept: text/html`, drawn as a page."""
+        plan = await plans.get(plan_id)
+        if wants_html(request):
+            return plan_page_response(plan)
+        response.headers["Vary"] = "Accept"
+        return plan
 
     # The bodies' models are this app's (their limits come from config), so they are set
     # here rather than in the signatures, whose annotations resolve in module scope.

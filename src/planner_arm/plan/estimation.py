@@ -63,13 +63,31 @@ def parallel_stages(steps: Sequence[PlanStep]) -> list[list[int]]:
     return stages
 
 
+def critical_path(steps: Sequence[PlanStep]) -> list[int]:
+    """The step numbers, first to last, of the longest (by duration) dependency chain: the
+    chain that sets the plan's wall-clock time. Among equally long chains, the one ending and
+    then waiting on the earliest-numbered steps; [] for no steps."""
+    finish: dict[int, int] = {}
+    waits_on: dict[int, int] = {}
+    for step in _in_dependency_order(steps):
+        start = 0
+        for dep in sorted(step.depends_on):
+            if finish[dep] > start:
+                start, waits_on[step.step] = finish[dep], dep
+        finish[step.step] = start + step.estimated_duration_seconds
+    if not finish:
+        return []
+    last = min(finish, key=lambda number: (-finish[number], number))
+    path = [last]
+    while path[-1] in waits_on:
+        path.append(waits_on[path[-1]])
+    return path[::-1]
+
+
 def critical_path_duration(steps: Sequence[PlanStep]) -> int:
     """Seconds along the longest (by duration) dependency chain."""
-    finish: dict[int, int] = {}
-    for step in _in_dependency_order(steps):
-        start = max((finish[dep] for dep in step.depends_on), default=0)
-        finish[step.step] = start + step.estimated_duration_seconds
-    return max(finish.values(), default=0)
+    by_number = {step.step: step for step in steps}
+    return sum(by_number[number].estimated_duration_seconds for number in critical_path(steps))
 
 
 def total_duration(steps: Sequence[PlanStep]) -> int:

@@ -329,7 +329,20 @@ REPLAN_RESPONSES[422] = error_doc(
 )
 
 GET_PLAN_RESPONSES: dict[int | str, dict[str, Any]] = {
-    200: ok_doc("The stored answer, exactly as it was given.", examples.PLAN),
+    200: {
+        "description": "The stored answer, exactly as it was given. With `Accept: text/html` "
+        "(preferred to application/json, as a browser asks): the plan drawn as one "
+        "self-contained HTML page (steps by stage, dependencies, critical path, estimates, "
+        "source, warnings). Errors stay JSON either way.",
+        "content": {
+            "application/json": {"example": examples.PLAN},
+            "text/html": {
+                "schema": {"type": "string"},
+                "example": f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">'
+                f"\n<title>Plan {examples.PLAN['plan_id']}</title>\n…",
+            },
+        },
+    },
     401: PLAN_RESPONSES[401],
     404: _NOT_FOUND,
     422: PLAN_RESPONSES[422],

@@ -1,0 +1,97 @@
+"""GET /plan/{plan_id} as a page for a person: chosen by the Accept header, drawn on the server.
+
+A caller that prefers `text/html` to `application/json` (a browser does) gets one
+self-contained HTML page: the steps by stage in an SVG picture laid out by
+`planner_arm.plan.drawing`, the arrows of their dependencies, the critical path, the estimates,
+where the plan came from and its warnings. No script, no request to any other host: the style
+is inline and the Content-Security-Policy allows nothing else. Every text of the plan (the
+model's or the caller's) goes through Jinja's autoescaping. Anyone else gets the JSON answer.
+"""
+
+from __future__ import annotations
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from planner_arm.plan import drawing
+from planner_arm.plan.schemas import PlanResponse
+
+HTML_TYPE = "text/html"
+JSON_TYPE = "application/json"
+# Inline style only; no script, frame, form, font or image from anywhere.
+PAGE_POLICY = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'"
+)
+SOURCE_NAMES = {
+    "llm": "model",
+    "fallback": "rule-based",
+    "cache": "cache (a repeated answer)",
+    "validated": "validated edited plan",
+}
+
+_templates = Environment(
+    loader=PackageLoader("planner_arm.api", "templates"),
+    autoescape=select_autoescape(["html"], default=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def _quality(media_range: str, accept: str) -> float:
+    """The q the Accept header gives `media_range`, by its most specific matching entry."""
+    kind, _, _ = media_range.partition("/")
+    best: tuple[int, float] = (-1, 0.0)
+    for entry in accept.split(","):
+        name, *params = (part.strip() for part in entry.split(";"))
+        name = name.lower()
+        if name == media_range:
+            specificity = 2
+        elif name == f"{kind}/*":
+            specificity = 1
+        elif name == "*/*":
+            specificity = 0
+        else:
+            continue
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        best = max(best, (specificity, q))
+    return best[1]
+
+
+def wants_html(request: Request) -> bool:
+    """True when Accept rates text/html above application/json (JSON wins a tie)."""
+    accept = request.headers.get("accept", "")
+    return _quality(HTML_TYPE, accept) > _quality(JSON_TYPE, accept)
+
+
+def plan_page(plan: PlanResponse) -> str:
+    """The whole HTML page of `plan`."""
+    return _templates.get_template("plan.html").render(
+        plan=plan,
+        layout=drawing.plan_layout(plan.plan),
+        source=SOURCE_NAMES.get(plan.metadata.source, plan.metadata.source),
+        tiers=sum(step.estimated_cost_tier for step in plan.plan),
+        font_size=drawing.FONT_SIZE,
+        line_height=drawing.LINE_HEIGHT,
+        padding=drawing.PADDING,
+        margin=drawing.MARGIN,
+    )
+
+
+def plan_page_response(plan: PlanResponse) -> HTMLResponse:
+    return HTMLResponse(
+        plan_page(plan),
+        headers={
+            "Content-Security-Policy": PAGE_POLICY,
+            "X-Content-Type-Options": "nosniff",
+            "Vary": "Accept",
+        },
+    )

@@ -1,0 +1,198 @@
+"""The plan drawn: the critical path, the picture's layout (no two boxes overlap, one arrow per
+dependency, never wider than a laptop screen) and the Mermaid text."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner_arm.plan.drawing import (
+    CHARS_PER_LINE,
+    LINE_HEIGHT,
+    MAX_ACTION_LINES,
+    PADDING,
+    action_lines,
+    mermaid_flowchart,
+    mermaid_text,
+    plan_layout,
+)
+from planner_arm.plan.estimation import critical_path, critical_path_duration
+from planner_arm.plan.schemas import PlanStep
+
+LAPTOP_WIDTH = 1280
+
+
+def step(number: int, *deps: int, seconds: int = 30, action: str | None = None) -> PlanStep:
+    return PlanStep(
+        step=number,
+        action=action or f"Do part {number} of the work",
+        required_arm="coder",
+        acceptance_criteria=["done"],
+        depends_on=list(deps),
+        estimated_duration_seconds=seconds,
+    )
+
+
+def diamond() -> list[PlanStep]:
+    # 1 -> 2 (60 s) -> 4 and 1 -> 3 (40 s) -> 4: the path goes through 2.
+    return [step(1, seconds=20), step(2, 1, seconds=60), step(3, 1, seconds=40), step(4, 2, 3)]
+
+
+def overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    ax, ay, aw, ah = a
+    bx, by, bw, bh = b
+    return ax < bx + bw and bx < ax + aw and ay < by + bh and by < ay + ah
+
+
+# --- the critical path ---------------------------------------------------------------------
+
+
+def test_the_critical_path_is_the_longest_chain_by_duration() -> None:
+    assert critical_path(diamond()) == [1, 2, 4]
+    assert critical_path_duration(diamond()) == 20 + 60 + 30
+
+
+def test_the_critical_path_follows_durations_not_step_counts() -> None:
+    # Three short steps in a chain take less time than one long step.
+    steps = [step(1, seconds=10), step(2, 1, seconds=10), step(3, 2, seconds=10), step(4)]
+    steps[3] = step(4, seconds=100)
+    assert critical_path(steps) == [4]
+    assert critical_path_duration(steps) == 100
+
+
+def test_equal_chains_give_the_earliest_numbered_path() -> None:
+    steps = [step(1), step(2), step(3, 1, 2), step(4, 1, 2)]
+    assert critical_path(steps) == [1, 3]
+
+
+def test_no_steps_no_path() -> None:
+    assert critical_path([]) == []
+    assert critical_path_duration([]) == 0
+
+
+# --- the layout ----------------------------------------------------------------------------
+
+
+def test_each_stage_is_a_band_below_the_one_before() -> None:
+    layout = plan_layout(diamond())
+    stage_of = {box.step.step: box.stage for box in layout.boxes}
+    assert stage_of == {1: 1, 2: 2, 3: 2, 4: 3}
+    y = {box.step.step: box.y for box in layout.boxes}
+    assert y[1] < y[2] == y[3] < y[4]
+    assert [box.step.step for box in layout.boxes if box.critical] == [1, 2, 4]
+    assert sorted((a.source, a.target) for a in layout.arrows if a.critical) == [(1, 2), (2, 4)]
+
+
+def test_an_arrow_runs_from_the_step_depended_on_to_the_one_waiting() -> None:
+    layout = plan_layout(diamond())
+    boxes = {box.step.step: box for box in layout.boxes}
+    ends = {}
+    for arrow in layout.arrows:
+        numbers = [int(n) for n in re.findall(r"-?\d+", arrow.path)]
+        (x1, y1), (x2, y2) = numbers[:2], numbers[-2:]
+        source, target = boxes[arrow.source], boxes[arrow.target]
+        assert source.x < x1 < source.x + source.width
+        assert y1 == source.y + source.height
+        assert target.x < x2 < target.x + target.width
+        assert y2 == target.y
+        ends[arrow.source, arrow.target] = (x1, x2)
+    # The two arrows leaving step 1 leave it apart, and so do the two meeting step 4; the
+    # left one goes to the left step.
+    assert ends[1, 2][0] != ends[1, 3][0]
+    assert ends[2, 4][1] != ends[3, 4][1]
+    assert (ends[1, 2][0] < ends[1, 3][0]) == (boxes[2].x < boxes[3].x)
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> list[PlanStep]:
+    count = draw(st.integers(1, 50))
+    steps = []
+    for number in range(1, count + 1):
+        deps = (
+            draw(st.lists(st.integers(1, number - 1), max_size=3, unique=True))
+            if number > 1
+            else []
+        )
+        words = draw(st.integers(1, 60))
+        action = " ".join(["word"] * words)
+        steps.append(step(number, *deps, seconds=draw(st.integers(1, 300)), action=action))
+    return steps
+
+
+@settings(max_examples=60, deadline=None)
+@given(plans())
+def test_no_two_boxes_overlap_and_every_dependency_has_its_arrow(steps: list[PlanStep]) -> None:
+    layout = plan_layout(steps)
+    rects = [(b.x, b.y, b.width, b.height) for b in layout.boxes]
+    assert len(rects) == len(steps)
+    for i, a in enumerate(rects):
+        assert all(not overlaps(a, b) for b in rects[i + 1 :])
+        x, y, w, h = a
+        assert 0 <= x <= x + w <= layout.width
+        assert 0 <= y <= y + h <= layout.height
+    assert len(layout.arrows) == sum(len(s.depends_on) for s in steps)
+    assert layout.width <= LAPTOP_WIDTH
+
+
+def test_a_long_chain_and_a_wide_stage_stay_within_a_laptop_width() -> None:
+    chain = [step(1), *(step(n, n - 1) for n in range(2, 51))]
+    wide = [step(n) for n in range(1, 50)] + [step(50, *range(1, 50))]
+    for steps in (chain, wide):
+        layout = plan_layout(steps)
+        assert layout.width <= LAPTOP_WIDTH
+        assert len(layout.boxes) == 50
+
+
+def test_a_box_says_its_estimates_and_what_it_waits_for() -> None:
+    joined = [step(n) for n in range(1, 39)] + [step(39, *range(1, 39), seconds=45)]
+    boxes = {box.step.step: box for box in plan_layout(joined).boxes}
+    assert boxes[2].head == "#2 coder"  # the path runs through step 1, the earliest
+    assert boxes[2].foot == ["30 s · tier 1"]
+    assert boxes[39].head == "#39 coder ★"
+    assert boxes[39].foot == ["45 s · tier 1", "after 38 steps"]
+    two = {box.step.step: box for box in plan_layout(diamond()).boxes}
+    assert two[4].foot == ["30 s · tier 1", "after 2, 3"]
+    # A line each for the head, the action, the estimates and the steps waited for.
+    assert two[4].height == 4 * LINE_HEIGHT + 2 * PADDING
+    assert two[1].height == 3 * LINE_HEIGHT + 2 * PADDING
+
+
+def test_a_long_action_is_wrapped_and_cut() -> None:
+    lines = action_lines("x" * 5000)
+    assert len(lines) == MAX_ACTION_LINES
+    assert all(len(line) <= CHARS_PER_LINE for line in lines)
+    assert lines[-1].endswith("…")
+    assert action_lines("Run   the\ntests") == ["Run the tests"]
+
+
+# --- Mermaid -------------------------------------------------------------------------------
+
+NODE = re.compile(r'^    s(\d+)\["([^"]*)"\]$')
+EDGE = re.compile(r"^  s(\d+) --> s(\d+)$")
+
+
+def test_mermaid_has_a_node_per_step_and_an_edge_per_dependency() -> None:
+    text = mermaid_flowchart(diamond())
+    lines = text.splitlines()
+    assert lines[0] == "flowchart TD"
+    nodes = [int(m.group(1)) for line in lines if (m := NODE.match(line))]
+    edges = sorted((int(m.group(1)), int(m.group(2))) for line in lines if (m := EDGE.match(line)))
+    assert sorted(nodes) == [1, 2, 3, 4]
+    assert edges == [(1, 2), (1, 3), (2, 4), (3, 4)]
+    assert sum(line.strip().startswith("subgraph stage") for line in lines) == 3
+    assert "  class s1,s2,s4 critical" in lines
+    # The arrows are numbered in the order written: 1->2, 1->3, 2->4, 3->4.
+    assert any(line.startswith("  linkStyle 0,2 ") for line in lines)
+
+
+def test_mermaid_labels_cannot_break_out_of_their_quotes() -> None:
+    hostile = 'Say "hi" <b>#1</b> & `code`\nthen ]; s9-->s1'
+    text = mermaid_flowchart([step(1, action=hostile)])
+    (label,) = [m.group(2) for line in text.splitlines() if (m := NODE.match(line))]
+    for raw in ('"', "<b>", "`", "\n"):
+        assert raw not in label
+    assert mermaid_text(hostile) in label
+    assert mermaid_text('"<&#`') == "#34;#60;#38;#35;#96;"
+    assert not any(EDGE.match(line) for line in text.splitlines())

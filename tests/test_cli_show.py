@@ -1,0 +1,131 @@
+"""`planner-arm show`: a plan drawn in the terminal by stage, or as Mermaid flowchart text."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from planner_arm.cli import cli
+from support.stub_model import PLAN
+
+runner = CliRunner()
+WIDE = {"COLUMNS": "200"}  # one step a line: no wrapping inside an action
+
+
+def answer(**changes: Any) -> dict[str, Any]:
+    """A whole plan answer (PlanResponse JSON) around the stub model's 4-step plan."""
+    body: dict[str, Any] = {
+        "plan": json.loads(json.dumps(PLAN["plan"])),
+        "rationale": "Locate, fix and test in parallel, then validate.",
+        "confidence": 0.9,
+        "total_estimated_duration": 150,
+        "complexity_score": 0.5,
+        "plan_id": "p-123",
+        "request_id": "r-1",
+        "parallel_stages": [[1], [2, 3], [4]],
+        "critical_path_duration": 110,
+        "estimated_cost": {"llm_usd": 0.0009, "prompt_tokens": 900, "completion_tokens": 300},
+        "metadata": {
+            "source": "fallback",
+            "model": None,
+            "attempts": 2,
+            "repairs": [],
+            "warnings": [{"code": "llm_unavailable", "detail": "the model did not answer"}],
+            "latency_ms": 12.0,
+            "prompt_version": "v1",
+        },
+    }
+    body.update(changes)
+    return body
+
+
+def plan_file(tmp_path: Path, body: dict[str, Any]) -> str:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    return str(path)
+
+
+def test_show_draws_each_step_in_its_stage_with_the_critical_path(tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["show", "--file", plan_file(tmp_path, answer())], env=WIDE)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    lines = out.splitlines()
+    for step in PLAN["plan"]:
+        assert step["action"] in out
+    # Stages in order, each step under its own.
+    where = {name: i for i, line in enumerate(lines) for name in ("stage 1", "stage 2", "stage 3")
+             if line.strip().endswith(name)}  # fmt: skip
+    step_line = {s["step"]: next(i for i, line in enumerate(lines) if s["action"] in line)
+                 for s in PLAN["plan"]}  # fmt: skip
+    assert where["stage 1"] < step_line[1] < where["stage 2"] < step_line[2] < step_line[3]
+    assert step_line[3] < where["stage 3"] < step_line[4]
+    # The critical path 1 -> 2 -> 4 (20 + 60 + 30 s) is starred; step 3 (40 s) is not.
+    starred = {n for n, i in step_line.items() if re.search(rf"★ {n} ", lines[i])}
+    assert starred == {1, 2, 4}
+    assert lines[step_line[2] + 1].strip().endswith("after 1 · 60 s · tier 3")
+    assert "critical path 1 → 2 → 4: 110 s (150 s one after another)" in out
+    assert "source rule-based" in out
+    assert "warning llm_unavailable: the model did not answer" in out
+
+
+def test_show_prints_caller_text_as_it_is(tmp_path: Path) -> None:
+    body = answer()
+    body["plan"][0]["action"] = "Read [bold]docs[/bold] and [/red] notes"
+    result = runner.invoke(cli, ["show", "--file", plan_file(tmp_path, body)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "Read [bold]docs[/bold] and [/red] notes" in result.output
+
+
+NODE = re.compile(r'^    s(\d+)\["(.*)"\]$')
+EDGE = re.compile(r"^  s(\d+) --> s(\d+)$")
+
+
+def test_show_mermaid_is_a_flowchart_of_the_plan(tmp_path: Path) -> None:
+    body = answer()
+    body["plan"][2]["action"] = 'Write a "regression" test <em>#1</em> & more'
+    result = runner.invoke(cli, ["show", "--mermaid", "--file", plan_file(tmp_path, body)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "flowchart TD"
+    nodes = {int(m.group(1)): m.group(2) for line in lines if (m := NODE.match(line))}
+    edges = sorted((int(m.group(1)), int(m.group(2))) for line in lines if (m := EDGE.match(line)))
+    assert sorted(nodes) == [1, 2, 3, 4]
+    assert edges == [(1, 2), (1, 3), (2, 4), (3, 4)]
+    assert nodes[3] == (
+        "3 · coder<br/>Write a #34;regression#34; test #60;em#62;#35;1#60;/em#62; #38; more"
+        "<br/>40 s · tier 3"
+    )
+    assert "  class s1,s2,s4 critical" in lines
+
+
+def test_show_reads_standard_input() -> None:
+    result = runner.invoke(cli, ["show", "--mermaid", "--file", "-"], input=json.dumps(answer()))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count(" --> ") == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["show"], "give a plan_id (with --url) or --file"),
+        (["show", "p-1"], "give its --url"),
+        (["show", "p-1", "--file", "x.json"], "give a plan_id (with --url) or --file"),
+        (["show", "--file", "/no/such/plan.json"], "cannot read"),
+    ],
+)
+def test_show_says_what_it_needs(args: list[str], said: str) -> None:
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 1
+    assert "cannot show" in result.output
+    assert said in result.output
+
+
+def test_show_refuses_a_file_that_is_not_a_plan_answer(tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["show", "--file", plan_file(tmp_path, {"plan": []})])
+    assert result.exit_code == 1
+    assert "cannot show" in result.output
