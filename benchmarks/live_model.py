@@ -159,7 +159,7 @@ def report(results: list[tuple[str, dict[str, Any], float]]) -> None:
         )
         reason = fallback_reason(meta)
         if meta["source"] not in MODEL_SOURCES and reason is not None:
-            reasons[reason.split(" ", 1)[0].rstrip(":,.")] += 1
+            reasons[reason.split(":", 1)[0].strip()] += 1
             print(f"         fell back: {reason[:160]}")
     n = len(results)
     print(f"\nkept from the model: {kept}/{n} ({kept / n:.0%})   calls per plan: {calls / n:.2f}")

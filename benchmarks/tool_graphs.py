@@ -311,10 +311,11 @@ def tool_items(tools: list[Tool]) -> list[dict[str, str]]:
 
 
 def fallback_reason(metadata: dict[str, Any]) -> str | None:
-    """The reason the rule-based planner answered, from the `fallback_used` warning."""
+    """The reason the rule-based planner answered: the `fallback_used` warning's detail opens
+    with it (`invalid_plan: ...`)."""
     for note in metadata.get("warnings", []):
         if note.get("code") == "fallback_used":
-            return str(note.get("detail", "")).split(" ", 1)[0].rstrip(":,.") or "fallback_used"
+            return str(note.get("detail", "")).split(":", 1)[0].strip() or "fallback_used"
     return None
 
 
