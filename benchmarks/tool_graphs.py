@@ -33,6 +33,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import os
 import random
 import statistics
 import sys
@@ -492,7 +493,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="any of service,direct,rules")
     parser.add_argument("--model-url", help="an OpenAI-compatible base URL (…/v1)")
     parser.add_argument("--model", help="the model name (default: the first the server lists)")
-    parser.add_argument("--api-key", default="sk-local", help="for a server that wants one")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("OPENAI_API_KEY", "sk-local"),
+        help="for a server that wants one (default: OPENAI_API_KEY)",
+    )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per plan (≤ 300)")
     parser.add_argument("--max-tokens", type=int, default=1000, help="direct: answer length")
     parser.add_argument("--stub", action="store_true", help="a stub model answering gold graphs")

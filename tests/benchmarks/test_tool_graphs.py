@@ -9,10 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+import httpx
+import openai
 import pytest
 
 from planner_arm.plan.schemas import PlanRequest
+from support.stub_model import Reply, StubLLM
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "tool_graphs.py"
@@ -168,10 +172,75 @@ def test_the_direct_prompt_lists_every_tool_the_example_and_the_request() -> Non
     assert '"task_links"' in prompt
 
 
+# --- the systems, one request each -----------------------------------------------------------
+
+
+def a_run(tools: list[Any], example: Any, url: str | None = None) -> Any:
+    return tg.Run(tools, example, "m", url, "sk-test", timeout=10.0, max_tokens=500)
+
+
+async def test_the_direct_system_asks_once_more_when_the_answer_does_not_parse() -> None:
+    tools, cases = tg.load_data(TINY)
+    with StubLLM() as stub:
+        good = answer(["find_restaurant", "book_table"], [("find_restaurant", "book_table")])
+        stub.script(
+            Reply("Sure! First find a restaurant, then book it.", prompt_tokens=50),
+            Reply(good, prompt_tokens=20, completion_tokens=7),
+        )
+        client = openai.AsyncOpenAI(base_url=stub.base_url, api_key="sk-test", max_retries=0)
+        async with client:
+            outcome = await tg.Direct(a_run(tools, cases[1]), client).plan(cases[0])
+        first, second = (r["messages"][0]["content"] for r in stub.requests)
+    assert outcome.graph == tg.Graph(
+        frozenset({"find_restaurant", "book_table"}), frozenset({("find_restaurant", "book_table")})
+    )
+    assert (outcome.calls, outcome.prompt_tokens, outcome.completion_tokens) == (2, 70, 307)
+    assert cases[0].request in first
+    assert "Sure! First find a restaurant" in second
+    assert '"task_links"' in second
+
+
+async def test_the_service_system_sends_the_tools_and_reads_the_plan_it_gets() -> None:
+    tools, cases = tg.load_data(TINY)
+    sent: list[dict[str, Any]] = []
+    plan = [
+        {"step": 1, "required_arm": "find_restaurant", "depends_on": []},
+        {"step": 2, "required_arm": "book_table", "depends_on": [1]},
+    ]
+    metadata = {
+        "source": "fallback",
+        "attempts": 3,
+        "warnings": [{"code": "fallback_used", "detail": "invalid_plan: 3 answers broke rules"}],
+    }
+    cost = {"llm_usd": 0.0, "prompt_tokens": 3000, "completion_tokens": 450}
+
+    def answer_plan(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        if len(sent) > 1:
+            return httpx.Response(422, json={"error": "invalid_request", "detail": "bad tools"})
+        return httpx.Response(
+            200, json={"plan": plan, "metadata": metadata, "estimated_cost": cost}
+        )
+
+    transport = httpx.MockTransport(answer_plan)
+    async with httpx.AsyncClient(transport=transport, base_url="http://planner") as http:
+        service = tg.Service(a_run(tools, cases[1]), http)
+        planned = await service.plan(cases[0])
+        refused = await service.plan(cases[2])
+    assert sent[0]["goal"] == cases[0].request
+    assert sent[0]["tools"] == [{"id": t.id, "description": t.description} for t in tools]
+    assert sent[0]["options"] == {"use_cache": False}
+    assert planned.graph == tg.graph_from_plan(plan)
+    assert (planned.calls, planned.prompt_tokens, planned.completion_tokens) == (3, 3000, 450)
+    assert (planned.source, planned.note) == ("fallback", "invalid_plan")
+    assert refused.graph is None
+    assert refused.note == "422 invalid_request: bad tools"
+
+
 # --- whole runs in stub mode ---------------------------------------------------------------
 
 
-def run_stub(tmp_path: Path, systems: str) -> dict:
+def run_stub(tmp_path: Path, systems: str) -> dict[str, Any]:
     out = tmp_path / "out.json"
     argv = ["--stub", "--data", str(TINY), "--split", "all", "--systems", systems]
     assert tg.main([*argv, "--json", str(out)]) == 0
