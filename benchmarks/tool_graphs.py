@@ -206,10 +206,16 @@ def tool_lines(tools: list[Tool]) -> str:
 
 def gold_answer(case: Case) -> dict[str, Any]:
     """A case's gold graph as a direct answer (what the worked example shows)."""
+
+    first = {tool: n for n, tool in reversed(list(enumerate(case.order)))}
+
+    def at(link: tuple[str, str]) -> tuple[int, int]:  # links in the order of their calls
+        return first.get(link[0], len(first)), first.get(link[1], len(first))
+
     return {
         "task_steps": [f"Step {n}: Call {tool}" for n, tool in enumerate(case.order, 1)],
         "task_nodes": [{"task": tool} for tool in case.order],
-        "task_links": [{"source": s, "target": t} for s, t in sorted(case.gold.links)],
+        "task_links": [{"source": s, "target": t} for s, t in sorted(case.gold.links, key=at)],
     }
 
 
