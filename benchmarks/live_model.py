@@ -11,8 +11,9 @@ CPU has, and no forced AVX-512, whose builds crash where it is missing), fetches
 Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, ~1 GB, from Hugging Face) unless `--model` names a
 file, and serves it on a free loopback port. Then it starts planner-arm against that server
 and sends each goal of GOALS to POST /plan, one at a time, and prints per plan: source,
-model calls, repairs by code, whether the final check had to be appended, seconds; and in
-all: the share of plans kept from the model, calls per plan, repairs by kind, time per plan.
+model calls, repairs by code, whether the final check had to be appended, seconds, and why it
+fell back when it did (the `fallback_used` warning's reason); and in all: the share of plans
+kept from the model, calls per plan, fallbacks by reason, repairs by kind, time per plan.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from load import HOST, ROOT, Child, Fleet, child_env, free_port, start_server
 
@@ -114,7 +116,7 @@ def served_model(url: str) -> str | None:
         return None
 
 
-def plan(port: int, body: dict[str, object]) -> tuple[dict[str, object], float]:
+def plan(port: int, body: dict[str, object]) -> tuple[dict[str, Any], float]:
     request = urllib.request.Request(
         f"http://{HOST}:{port}/plan",
         data=json.dumps({**body, "options": {"use_cache": False}}).encode(),
@@ -125,15 +127,28 @@ def plan(port: int, body: dict[str, object]) -> tuple[dict[str, object], float]:
         return json.load(answer), time.perf_counter() - started
 
 
-def report(results: list[tuple[str, dict[str, object], float]]) -> None:
+# The sources of a plan kept from the model (the rest came from the rule-based planner).
+MODEL_SOURCES = {"llm", "model"}
+
+
+def fallback_reason(meta: dict[str, Any]) -> str | None:
+    """Why the rule-based planner answered: the `fallback_used` warning's detail, whose first
+    word is the reason code (`invalid_plan`, `deadline`, `llm_unavailable`, ...)."""
+    for note in meta["warnings"]:
+        if note["code"] == "fallback_used":
+            return str(note["detail"]) or "fallback_used"
+    return None
+
+
+def report(results: list[tuple[str, dict[str, Any], float]]) -> None:
     repairs: collections.Counter[str] = collections.Counter()
+    reasons: collections.Counter[str] = collections.Counter()
     kept = calls = appended = 0
     for goal, answer, seconds in results:
         meta = answer["metadata"]
-        assert isinstance(meta, dict)
         codes = [note["code"] for note in meta["repairs"]]
         repairs.update(codes)
-        kept += meta["source"] == "llm"
+        kept += meta["source"] in MODEL_SOURCES
         calls += meta["attempts"]
         appended += "judge_step_appended" in codes
         warnings = ",".join(note["code"] for note in meta["warnings"]) or "-"
@@ -142,8 +157,14 @@ def report(results: list[tuple[str, dict[str, object], float]]) -> None:
             f"steps {len(answer['plan'])}  warnings {warnings}  repairs {','.join(codes) or '-'}"
             f"\n         {goal[:90]}"
         )
+        reason = fallback_reason(meta)
+        if meta["source"] not in MODEL_SOURCES and reason is not None:
+            reasons[reason.split(":", 1)[0].strip()] += 1
+            print(f"         fell back: {reason[:160]}")
     n = len(results)
-    print(f"\nkept from the model: {kept}/{n}   calls per plan: {calls / n:.2f}")
+    print(f"\nkept from the model: {kept}/{n} ({kept / n:.0%})   calls per plan: {calls / n:.2f}")
+    if reasons:
+        print("fell back because: " + ", ".join(f"{r} {c}" for r, c in reasons.most_common()))
     print(f"final check appended: {appended}/{n}")
     print(f"time per plan: median {statistics.median(s for *_, s in results):.1f} s")
     print(

@@ -1,0 +1,591 @@
+"""Planning over a caller's own tools, scored against gold tool graphs.
+
+    .venv/bin/python benchmarks/tool_graphs.py --model-url http://127.0.0.1:8080/v1 [--model M]
+        [--data DIR] [--split dev|heldout|all] [--cases N] [--seed S]
+        [--systems service,direct,rules] [--json out.json]
+    .venv/bin/python benchmarks/tool_graphs.py --stub --data benchmarks/data/tiny-tools
+
+DIR holds `tools.json` (`{"nodes": [{"id", "desc"}, ...]}`) and `cases.jsonl` (one request a
+line: `id`, `user_request`, `task_nodes` `[{"task": tool id}]`, `task_links`
+`[{"source", "target"}]`); the default is `../shared/benchmarks/tool-graphs/ultratool` from the
+repository root. A seeded sample of N cases of the split goes through each system:
+
+- service: POST /plan of the app built in this process (create_app, served through httpx's
+  ASGITransport), the model at --model-url, the case's tools in the `tools` field;
+- direct: the same model prompted directly, the usual baseline for this data: the tools as
+  JSON lines, one worked example (a dev case outside the sample), the request, and the answer
+  asked as strict JSON `{"task_steps", "task_nodes", "task_links"}`; an answer that does not
+  parse gets one follow-up call asking for it as strict JSON;
+- rules: the service with no model configured (its rule-based planner).
+
+Scoring, per request: node F1 between the predicted and the gold sets of tool ids, link F1
+between the sets of (source, target) pairs (requests whose gold graph has no link are left out
+of it); a prediction that does not parse or names a tool outside the set scores 0. Accuracy is
+the share of requests with node F1 >= 0.99. A service plan's nodes are its steps'
+`required_arm`s; its links, for each step and each step it depends on, (that step's tool, this
+step's tool). `--stub` serves a stub model on loopback that answers each request with its gold
+graph, so the whole harness runs without a real model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections import Counter
+from contextlib import AsyncExitStack
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from planner_arm.api.app import create_app
+from planner_arm.config import Settings, load_settings
+from support.app import with_lifespan
+from support.stub_model import DEFAULT_MODEL, Reply, StubLLM
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "benchmarks" / "tool-graphs" / "ultratool"
+SYSTEMS = ("service", "direct", "rules")
+SPLITS = ("dev", "heldout", "all")
+HELDOUT_BUCKETS = 5  # a fifth of the cases, by a hash of their id, is held out
+FULL_MARKS = 0.99  # node F1 at or above this counts as an exact plan
+MAX_BODY_BYTES = 4 * 1024 * 1024  # a large tool set is well past the default body limit
+
+
+# ---------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class Tool:
+    id: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Graph:
+    nodes: frozenset[str]
+    links: frozenset[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    request: str
+    gold: Graph
+    order: tuple[str, ...]  # the gold nodes in their listed order
+
+
+def load_data(directory: Path) -> tuple[list[Tool], list[Case]]:
+    """The tools and cases of a data directory (tools.json and cases.jsonl)."""
+    nodes = json.loads((directory / "tools.json").read_text(encoding="utf-8"))["nodes"]
+    tools = [Tool(str(node["id"]), str(node.get("desc", ""))) for node in nodes]
+    cases = []
+    with (directory / "cases.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            order = tuple(str(node["task"]) for node in row["task_nodes"])
+            links = frozenset((str(ln["source"]), str(ln["target"])) for ln in row["task_links"])
+            gold = Graph(frozenset(order), links)
+            cases.append(Case(str(row["id"]), str(row["user_request"]).strip(), gold, order))
+    return tools, cases
+
+
+def split_of(case_id: str) -> str:
+    """`heldout` for about a fifth of the cases, fixed by the id alone; `dev` for the rest."""
+    digest = int(hashlib.sha256(case_id.encode()).hexdigest(), 16)
+    return "heldout" if digest % HELDOUT_BUCKETS == 0 else "dev"
+
+
+def choose_cases(cases: list[Case], split: str, count: int, seed: int) -> tuple[list[Case], Case]:
+    """A seeded sample of `count` cases of `split`, and the worked example for the direct
+    prompt: a dev case that is not in the sample."""
+    rng = random.Random(seed)
+    dev = [case for case in cases if split_of(case.id) == "dev"]
+    if not dev:
+        raise ValueError("no dev case to take the worked example from")
+    example = rng.choice(dev)
+    pool = [c for c in cases if c is not example and split in ("all", split_of(c.id))]
+    return rng.sample(pool, min(count, len(pool))), example
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def f1(predicted: frozenset[Any], gold: frozenset[Any]) -> float:
+    if not predicted or not gold:
+        return 0.0
+    hits = len(predicted & gold)
+    if hits == 0:
+        return 0.0
+    precision, recall = hits / len(predicted), hits / len(gold)
+    return 2 * precision * recall / (precision + recall)
+
+
+def names_only(graph: Graph, known: set[str]) -> bool:
+    """True when every node and link end of `graph` is a tool of the set."""
+    ends = {end for link in graph.links for end in link}
+    return graph.nodes <= known and ends <= known
+
+
+@dataclass(frozen=True)
+class Score:
+    node_f1: float
+    link_f1: float | None  # None when the gold graph has no link
+    valid: bool
+
+
+def score(predicted: Graph | None, gold: Graph, known: set[str]) -> Score:
+    """One request's score; an unparseable prediction (None) or one that names a tool outside
+    `known` scores 0."""
+    no_link = None if not gold.links else 0.0
+    if predicted is None or not names_only(predicted, known):
+        return Score(0.0, no_link, valid=False)
+    link_f1 = f1(predicted.links, gold.links) if gold.links else None
+    return Score(f1(predicted.nodes, gold.nodes), link_f1, valid=True)
+
+
+def _strict_json(text: str) -> Any:
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        raise ValueError("no JSON object in the answer")
+    return json.loads(text[start : end + 1])
+
+
+def graph_from_answer(text: str | None) -> Graph | None:
+    """The tool graph of a direct answer `{"task_nodes", "task_links", ...}`; None when it
+    does not parse or does not have that shape."""
+    try:
+        answer = _strict_json(text or "")
+        nodes = [node["task"] if isinstance(node, dict) else node for node in answer["task_nodes"]]
+        links = [(link["source"], link["target"]) for link in answer.get("task_links") or []]
+    except (ValueError, LookupError, TypeError):
+        return None
+    if not all(isinstance(name, str) for name in [*nodes, *(end for ln in links for end in ln)]):
+        return None
+    return Graph(frozenset(nodes), frozenset(links))
+
+
+def graph_from_plan(plan: Any) -> Graph | None:
+    """The tool graph of a service plan (the `plan` list of POST /plan's answer): its steps'
+    `required_arm`s, and (dependency's tool, step's tool) for each `depends_on`."""
+    try:
+        tool_of = {step["step"]: step["required_arm"] for step in plan}
+        links = {
+            (tool_of[dep], step["required_arm"]) for step in plan for dep in step["depends_on"]
+        }
+    except (LookupError, TypeError):
+        return None
+    return Graph(frozenset(tool_of.values()), frozenset(links))
+
+
+# ---------------------------------------------------------------- the direct prompt
+
+ANSWER_SHAPE = (
+    '{"task_steps": ["Step 1: Call <tool id> to ...", ...], '
+    '"task_nodes": [{"task": "<tool id from # TOOLS #>"}, ...], '
+    '"task_links": [{"source": "<tool id>", "target": "<tool id>"}, ...]}'
+)
+
+
+def tool_lines(tools: list[Tool]) -> str:
+    return "".join(json.dumps({"id": t.id, "desc": t.description}) + "\n" for t in tools)
+
+
+def gold_answer(case: Case) -> dict[str, Any]:
+    """A case's gold graph as a direct answer (what the worked example shows)."""
+
+    first = {tool: n for n, tool in reversed(list(enumerate(case.order)))}
+
+    def at(link: tuple[str, str]) -> tuple[int, int]:  # links in the order of their calls
+        return first.get(link[0], len(first)), first.get(link[1], len(first))
+
+    return {
+        "task_steps": [f"Step {n}: Call {tool}" for n, tool in enumerate(case.order, 1)],
+        "task_nodes": [{"task": tool} for tool in case.order],
+        "task_links": [{"source": s, "target": t} for s, t in sorted(case.gold.links, key=at)],
+    }
+
+
+def direct_prompt(tools: list[Tool], example: Case, request: str) -> str:
+    return (
+        f"# TOOLS #:\n{tool_lines(tools)}\n"
+        "# TASK #: Using only the tools above, break the # REQUEST # down into tool calls and "
+        "say which calls need which. Answer in strict JSON, exactly this shape:\n"
+        f"{ANSWER_SHAPE}\n\n"
+        "# RULES #:\n"
+        "1. Every task must be a tool id listed in # TOOLS #, and the calls together must "
+        "fully satisfy the request.\n"
+        "2. One step per node, in the same order: as many task_steps as task_nodes.\n"
+        "3. A link from A to B means B runs after A and uses what A did; the links give the "
+        "order in which the tools are called.\n\n"
+        "A worked example:\n"
+        f"# REQUEST #: {example.request}\n"
+        f"# ANSWER #: {json.dumps(gold_answer(example))}\n\n"
+        f"# REQUEST #: {request}\n"
+        "Write your answer now, as strict JSON only.\n# ANSWER #:"
+    )
+
+
+def reformat_prompt(answer: str) -> str:
+    return (
+        "The # ANSWER # below was meant to be strict JSON but does not parse. Write it again "
+        "as strict JSON that json.loads() accepts, without changing its steps, nodes or links, "
+        f"in this shape:\n{ANSWER_SHAPE}\n\n# ANSWER #: {answer}\n# STRICT JSON #:"
+    )
+
+
+# ---------------------------------------------------------------- running the systems
+
+
+@dataclass
+class Outcome:
+    """One request through one system."""
+
+    case: str
+    graph: Graph | None
+    seconds: float
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    source: str | None = None
+    note: str | None = None  # an error, or why the service fell back
+
+
+@dataclass
+class Run:
+    tools: list[Tool]
+    example: Case
+    model: str
+    model_url: str | None
+    api_key: str
+    timeout: float
+    max_tokens: int
+
+
+class Direct:
+    """The model prompted directly, with the published template's structure."""
+
+    def __init__(self, run: Run, client: openai.AsyncOpenAI) -> None:
+        self.run = run
+        # Before any timing: the SDK imports its resources on first use (about a second).
+        self.completions = client.chat.completions
+
+    async def ask(self, prompt: str, outcome: Outcome) -> str:
+        answer = await self.completions.create(
+            model=self.run.model,
+            messages=[{"role": "user", "content": prompt}],
+            temperature=0.2,
+            top_p=0.1,
+            max_tokens=self.run.max_tokens,
+        )
+        outcome.calls += 1
+        if answer.usage is not None:
+            outcome.prompt_tokens += answer.usage.prompt_tokens
+            outcome.completion_tokens += answer.usage.completion_tokens
+        return answer.choices[0].message.content or ""
+
+    async def plan(self, case: Case) -> Outcome:
+        outcome = Outcome(case.id, None, 0.0)
+        started = time.perf_counter()
+        try:
+            text = await self.ask(
+                direct_prompt(self.run.tools, self.run.example, case.request), outcome
+            )
+            outcome.graph = graph_from_answer(text)
+            if outcome.graph is None:
+                outcome.graph = graph_from_answer(await self.ask(reformat_prompt(text), outcome))
+        except openai.OpenAIError as exc:
+            outcome.note = f"{type(exc).__name__}: {exc}"[:200]
+        outcome.seconds = time.perf_counter() - started
+        return outcome
+
+
+def tool_items(tools: list[Tool]) -> list[dict[str, str]]:
+    return [{"id": tool.id, "description": tool.description} for tool in tools]
+
+
+def fallback_reason(metadata: dict[str, Any]) -> str | None:
+    """The reason the rule-based planner answered: the `fallback_used` warning's detail opens
+    with it (`invalid_plan: ...`)."""
+    for note in metadata.get("warnings", []):
+        if note.get("code") == "fallback_used":
+            return str(note.get("detail", "")).split(":", 1)[0].strip() or "fallback_used"
+    return None
+
+
+class Service:
+    """POST /plan of the app in this process, with the case's tools in the `tools` field."""
+
+    def __init__(self, run: Run, client: httpx.AsyncClient) -> None:
+        self.body_tools = tool_items(run.tools)
+        self.client = client
+
+    async def plan(self, case: Case) -> Outcome:
+        body = {"goal": case.request, "tools": self.body_tools, "options": {"use_cache": False}}
+        started = time.perf_counter()
+        response = await self.client.post("/plan", json=body)
+        outcome = Outcome(case.id, None, time.perf_counter() - started)
+        answer = response.json()
+        if response.status_code != 200:
+            outcome.note = f"{response.status_code} {answer.get('error')}: {answer.get('detail')}"
+            return outcome
+        metadata = answer["metadata"]
+        outcome.graph = graph_from_plan(answer["plan"])
+        outcome.calls = int(metadata.get("attempts", 0))
+        outcome.prompt_tokens = int(answer["estimated_cost"]["prompt_tokens"])
+        outcome.completion_tokens = int(answer["estimated_cost"]["completion_tokens"])
+        outcome.source = str(metadata.get("source"))
+        outcome.note = fallback_reason(metadata)
+        return outcome
+
+
+def service_settings(run: Run, *, with_model: bool) -> Settings:
+    """The service's settings: the model at the run's URL, or none (the rule-based planner).
+    A worked example for the service, when wanted, comes from a config file (PLANNER_CONFIG)."""
+    overrides: dict[str, Any] = {
+        "server": {"log_level": "WARNING", "max_body_bytes": MAX_BODY_BYTES},
+        "planning": {"timeout_seconds": run.timeout},
+    }
+    if with_model:
+        model = {"base_url": run.model_url, "name": run.model, "call_timeout_seconds": run.timeout}
+        return load_settings(**overrides, model=model, api_key=run.api_key)
+    return load_settings(**overrides, model={"base_url": None}, api_key=None)
+
+
+def serve_gold(stub: StubLLM, system: str, case: Case) -> None:
+    """Every model call from now on answers the case's gold graph, in the shape `system` asks
+    for."""
+    stub.default = Reply(content=json.dumps(stub_answer(system, case)))
+
+
+def stub_answer(system: str, case: Case) -> dict[str, Any]:
+    if system == "direct":
+        return gold_answer(case)
+    step_of = {tool: n for n, tool in reversed(list(enumerate(case.order, 1)))}
+    steps = [
+        {
+            "step": n,
+            "action": f"Call {tool}",
+            "required_arm": tool,
+            "acceptance_criteria": [f"{tool} has answered"],
+            "depends_on": sorted({step_of[s] for s, t in case.gold.links if t == tool}),
+        }
+        for n, tool in enumerate(case.order, 1)
+    ]
+    return {
+        "plan": steps,
+        "rationale": "The gold graph.",
+        "confidence": 0.9,
+        "complexity_score": 0.3,
+    }
+
+
+async def run_system(
+    system: str, run: Run, cases: list[Case], stub: StubLLM | None
+) -> list[Outcome]:
+    async with AsyncExitStack() as stack:
+        if system == "direct":
+            client = openai.AsyncOpenAI(
+                base_url=run.model_url, api_key=run.api_key, timeout=run.timeout, max_retries=0
+            )
+            stack.push_async_callback(client.close)
+            planner: Direct | Service = Direct(run, client)
+        else:
+            app = create_app(service_settings(run, with_model=system == "service"))
+            served = await stack.enter_async_context(with_lifespan(app))
+            transport = httpx.ASGITransport(app=served, raise_app_exceptions=False)
+            # The service's own deadline (--timeout) bounds each plan; this is a backstop.
+            backstop = run.timeout + 30
+            http = httpx.AsyncClient(
+                transport=transport, base_url="http://planner", timeout=backstop
+            )
+            stack.push_async_callback(http.aclose)
+            planner = Service(run, http)
+        outcomes = []
+        for case in cases:
+            if stub is not None:
+                serve_gold(stub, system, case)
+            outcomes.append(await planner.plan(case))
+        return outcomes
+
+
+# ---------------------------------------------------------------- figures
+
+
+@dataclass
+class Figures:
+    system: str
+    plans: int
+    node_f1: float
+    link_f1: float | None
+    accuracy: float
+    valid: float
+    calls_per_plan: float
+    prompt_tokens_per_plan: float
+    completion_tokens_per_plan: float
+    median_seconds: float
+    p90_seconds: float
+    sources: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, int] = field(default_factory=dict)
+
+
+def p90(values: list[float]) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=10, method="inclusive")[-1]
+
+
+def figures(system: str, outcomes: list[Outcome], scores: list[Score]) -> Figures:
+    n = len(outcomes) or 1
+    links = [s.link_f1 for s in scores if s.link_f1 is not None]
+    seconds = [o.seconds for o in outcomes]
+    return Figures(
+        system=system,
+        plans=len(outcomes),
+        node_f1=sum(s.node_f1 for s in scores) / n,
+        link_f1=sum(links) / len(links) if links else None,
+        accuracy=sum(s.node_f1 >= FULL_MARKS for s in scores) / n,
+        valid=sum(s.valid for s in scores) / n,
+        calls_per_plan=sum(o.calls for o in outcomes) / n,
+        prompt_tokens_per_plan=sum(o.prompt_tokens for o in outcomes) / n,
+        completion_tokens_per_plan=sum(o.completion_tokens for o in outcomes) / n,
+        median_seconds=statistics.median(seconds) if seconds else 0.0,
+        p90_seconds=p90(seconds),
+        sources=dict(Counter(o.source for o in outcomes if o.source)),
+        notes=dict(Counter(o.note for o in outcomes if o.note).most_common(5)),
+    )
+
+
+COLUMNS = ("system", "node F1", "link F1", "accuracy", "valid", "calls/plan",
+           "prompt tok/plan", "completion tok/plan", "median s", "p90 s")  # fmt: skip
+
+
+def table(rows: list[Figures]) -> str:
+    lines = ["  ".join(f"{c:>{max(len(c), 8)}}" for c in COLUMNS)]
+    for f in rows:
+        link = "n/a" if f.link_f1 is None else f"{f.link_f1:.3f}"
+        cells = (f.system, f"{f.node_f1:.3f}", link, f"{f.accuracy:.1%}", f"{f.valid:.1%}",
+                 f"{f.calls_per_plan:.2f}", f"{f.prompt_tokens_per_plan:.0f}",
+                 f"{f.completion_tokens_per_plan:.0f}", f"{f.median_seconds:.2f}",
+                 f"{f.p90_seconds:.2f}")  # fmt: skip
+        lines.append(
+            "  ".join(f"{v:>{max(len(c), 8)}}" for c, v in zip(COLUMNS, cells, strict=True))
+        )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="tools.json + cases.jsonl")
+    parser.add_argument("--split", choices=SPLITS, default="dev")
+    parser.add_argument("--cases", type=int, default=50, help="how many cases to sample")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="any of service,direct,rules")
+    parser.add_argument("--model-url", help="an OpenAI-compatible base URL (…/v1)")
+    parser.add_argument("--model", help="the model name (default: the first the server lists)")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("OPENAI_API_KEY", "sk-local"),
+        help="for a server that wants one (default: OPENAI_API_KEY)",
+    )
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per plan (≤ 300)")
+    parser.add_argument("--max-tokens", type=int, default=1000, help="direct: answer length")
+    parser.add_argument("--stub", action="store_true", help="a stub model answering gold graphs")
+    parser.add_argument("--json", type=Path, help="write the figures and every case here")
+    options = parser.parse_args(argv)
+    systems = [s.strip() for s in options.systems.split(",") if s.strip()]
+    if not systems or set(systems) - set(SYSTEMS):
+        parser.error(f"--systems: choose among {','.join(SYSTEMS)}")
+    options.systems = systems
+    if not 0 < options.timeout <= 300:
+        parser.error("--timeout: more than 0 and at most 300 seconds")
+    if options.cases < 1:
+        parser.error("--cases: at least 1")
+    needs_model = bool(set(systems) - {"rules"})
+    if needs_model and not options.stub and not options.model_url:
+        parser.error("service and direct need --model-url (or --stub)")
+    return options
+
+
+async def first_model(url: str, api_key: str) -> str:
+    async with openai.AsyncOpenAI(base_url=url, api_key=api_key, max_retries=0) as client:
+        page = await client.models.list()
+        return page.data[0].id if page.data else "default"
+
+
+async def run_all(options: argparse.Namespace, stub: StubLLM | None) -> dict[str, Any]:
+    tools, cases = load_data(options.data)
+    sample, example = choose_cases(cases, options.split, options.cases, options.seed)
+    url = stub.base_url if stub is not None else options.model_url
+    model = options.model or (DEFAULT_MODEL if stub is not None else None)
+    if model is None and url is not None:
+        model = await first_model(url, options.api_key)
+    run = Run(tools, example, model or "none", url, options.api_key, options.timeout,
+              options.max_tokens)  # fmt: skip
+    print(f"{options.data}: {len(tools)} tools; {len(sample)} {options.split} cases "
+          f"(seed {options.seed}), worked example {example.id}; model {run.model} at {url}",
+          flush=True)  # fmt: skip
+    known = {tool.id for tool in tools}
+    results: dict[str, Any] = {"systems": {}, "cases": {}}
+    for system in options.systems:
+        outcomes = await run_system(system, run, sample, stub)
+        scores = [
+            score(o.graph, case.gold, known) for o, case in zip(outcomes, sample, strict=True)
+        ]
+        results["systems"][system] = asdict(figures(system, outcomes, scores))
+        results["cases"][system] = [
+            {**asdict(s), "id": o.case, "calls": o.calls, "prompt_tokens": o.prompt_tokens,
+             "completion_tokens": o.completion_tokens, "seconds": round(o.seconds, 3),
+             "source": o.source, "note": o.note,
+             "nodes": sorted(o.graph.nodes) if o.graph else None}
+            for o, s in zip(outcomes, scores, strict=True)
+        ]  # fmt: skip
+    meta = {"data": str(options.data), "split": options.split, "seed": options.seed,
+            "example": example.id, "model": run.model, "model_url": url, "stub": stub is not None,
+            "case_ids": [case.id for case in sample]}  # fmt: skip
+    return {**meta, **results}
+
+
+def report(results: dict[str, Any]) -> None:
+    rows = [Figures(**figs) for figs in results["systems"].values()]
+    print("\n" + table(rows))
+    for row in rows:
+        if row.sources:
+            print(f"{row.system}: sources " + ", ".join(f"{k} {v}" for k, v in row.sources.items()))
+        for note, count in row.notes.items():
+            print(f"{row.system}: {count} x {note}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    stub = StubLLM().start() if options.stub else None
+    try:
+        results = asyncio.run(run_all(options, stub))
+    finally:
+        if stub is not None:
+            stub.stop()
+    report(results)
+    if options.json:
+        options.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        print(f"written to {options.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
