@@ -50,7 +50,8 @@ import openai
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from planner_arm.api.app import create_app
-from planner_arm.config import Settings, load_settings
+from planner_arm.config import ArmSpec, Settings, WorkedExample, load_settings
+from planner_arm.plan.tools import ExampleIndex, ToolIndex
 from support.app import with_lifespan
 from support.stub_model import DEFAULT_MODEL, Reply, StubLLM
 
@@ -273,6 +274,8 @@ class Run:
     api_key: str
     timeout: float
     max_tokens: int
+    # Worked examples for the service (dev cases outside the sample), in its config shape.
+    examples: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Direct:
@@ -359,6 +362,8 @@ def service_settings(run: Run, *, with_model: bool) -> Settings:
         "server": {"log_level": "WARNING", "max_body_bytes": MAX_BODY_BYTES},
         "planning": {"timeout_seconds": run.timeout},
     }
+    if run.examples:
+        overrides["examples"] = run.examples
     if with_model:
         model = {"base_url": run.model_url, "name": run.model, "call_timeout_seconds": run.timeout}
         return load_settings(**overrides, model=model, api_key=run.api_key)
@@ -508,6 +513,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=1000, help="direct: answer length")
     parser.add_argument("--stub", action="store_true", help="a stub model answering gold graphs")
     parser.add_argument("--json", type=Path, help="write the figures and every case here")
+    parser.add_argument(
+        "--examples",
+        type=int,
+        default=1000,
+        help="service: dev cases outside the sample given as worked examples (0: none)",
+    )
+    parser.add_argument(
+        "--shortlist", type=int, default=40, help="the shortlist size whose recall is printed"
+    )
     options = parser.parse_args(argv)
     systems = [s.strip() for s in options.systems.split(",") if s.strip()]
     if not systems or set(systems) - set(SYSTEMS):
@@ -523,6 +537,44 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return options
 
 
+def worked_examples(
+    cases: list[Case], sample: list[Case], count: int, seed: int
+) -> list[dict[str, Any]]:
+    """`count` dev cases outside the sample, as the service's worked examples (config shape)."""
+    if count <= 0:
+        return []
+    taken = {case.id for case in sample}
+    pool = [case for case in cases if split_of(case.id) == "dev" and case.id not in taken]
+    chosen = random.Random(seed + 1).sample(pool, min(count, len(pool)))
+    return [example_of(case) for case in chosen]
+
+
+def example_of(case: Case) -> dict[str, Any]:
+    """A gold graph as a worked example: its tools in order, each after its gold sources."""
+    step_of = {tool: n for n, tool in reversed(list(enumerate(case.order, 1)))}
+    steps: list[dict[str, Any]] = []
+    for n, tool in enumerate(case.order, 1):
+        sources = {step_of[s] for s, t in case.gold.links if t == tool}
+        steps.append({"tool": tool, "depends_on": sorted(dep for dep in sources if dep < n)})
+    return {"request": case.request, "steps": steps}
+
+
+def shortlist_recall(
+    tools: list[Tool], sample: list[Case], size: int, examples: list[dict[str, Any]]
+) -> float:
+    """The share of the gold tools that the service's shortlist of `size` keeps in the prompt,
+    with the same worked examples the service is given."""
+    specs = [ArmSpec(id=tool.id, description=tool.description) for tool in tools]
+    known = ExampleIndex([WorkedExample.model_validate(example) for example in examples])
+    index = ToolIndex(specs, known.notes([spec.id for spec in specs]))
+    kept = total = 0
+    for case in sample:
+        shortlist = set(index.shortlist(case.request, size))
+        kept += len(case.gold.nodes & shortlist)
+        total += len(case.gold.nodes)
+    return kept / total if total else 1.0
+
+
 async def first_model(url: str, api_key: str) -> str:
     async with openai.AsyncOpenAI(base_url=url, api_key=api_key, max_retries=0) as client:
         page = await client.models.list()
@@ -536,13 +588,17 @@ async def run_all(options: argparse.Namespace, stub: StubLLM | None) -> dict[str
     model = options.model or (DEFAULT_MODEL if stub is not None else None)
     if model is None and url is not None:
         model = await first_model(url, options.api_key)
+    examples = worked_examples(cases, sample, options.examples, options.seed)
     run = Run(tools, example, model or "none", url, options.api_key, options.timeout,
-              options.max_tokens)  # fmt: skip
+              options.max_tokens, examples)  # fmt: skip
     print(f"{options.data}: {len(tools)} tools; {len(sample)} {options.split} cases "
           f"(seed {options.seed}), worked example {example.id}; model {run.model} at {url}",
           flush=True)  # fmt: skip
+    recall = shortlist_recall(tools, sample, options.shortlist, examples)
+    print(f"shortlist of {options.shortlist} tools: {recall:.1%} of the gold tools are in it",
+          flush=True)  # fmt: skip
     known = {tool.id for tool in tools}
-    results: dict[str, Any] = {"systems": {}, "cases": {}}
+    results: dict[str, Any] = {"systems": {}, "cases": {}, "shortlist_recall": recall}
     for system in options.systems:
         outcomes = await run_system(system, run, sample, stub)
         scores = [

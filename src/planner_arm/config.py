@@ -80,6 +80,11 @@ class PlanningSettings(Section):
     # Past this many tools, the prompt lists only the tools most relevant to the request (a
     # lexical shortlist over names and descriptions, plus any tool the request names); 0: all.
     tool_shortlist: int = Field(40, ge=0, le=1_000)
+    # Worked examples (config `examples`, a request's `examples`) shown to the model: the few
+    # most similar to the request among those over the tools at hand, within this many
+    # characters of prompt.
+    tool_examples: int = Field(2, ge=0, le=10)
+    tool_examples_chars: int = Field(3_000, ge=0, le=50_000)
     # The final judge step must depend, directly or through others, on every other step.
     require_dependency_check: bool = True
     # The whole request's budget: every LLM call, retry and wait fits inside it.
@@ -161,6 +166,20 @@ class ArmSpec(Section):
         if value != value.strip():
             raise ValueError("an arm id has no leading or trailing spaces")
         return value
+
+
+class ExampleStep(Section):
+    tool: str = Field(min_length=1, max_length=ARM_ID_MAX_CHARS)
+    action: str | None = Field(None, max_length=500)
+    depends_on: list[int] = Field(default_factory=list, max_length=50)
+
+
+class WorkedExample(Section):
+    """A solved request: what was asked, and the tool calls that do it (steps numbered from 1
+    in list order; `depends_on` names earlier steps)."""
+
+    request: str = Field(min_length=1, max_length=4_000)
+    steps: list[ExampleStep] = Field(min_length=1, max_length=50)
 
 
 class ServerSettings(Section):
@@ -314,6 +333,7 @@ class Settings(BaseSettings):
     expansion: ExpansionSettings = Field(default_factory=ExpansionSettings)
     arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)
     arm_aliases: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ARM_ALIASES))
+    examples: list[WorkedExample] = Field(default_factory=list, max_length=10_000)
     pricing: dict[str, Price] = Field(default_factory=_default_pricing)
     api_key: SecretStr | None = None
 

@@ -168,3 +168,46 @@ def test_a_bad_arm_id_names_its_rule_readably() -> None:
         load_settings(arms=[{"id": "bad\tid", "description": "x"}])
     assert "arms.0.id" in str(caught.value)
     assert "String should match pattern" in str(caught.value)
+
+
+async def test_the_most_similar_worked_examples_over_these_tools_are_shown(
+    chat_route: respx.Route,
+) -> None:
+    chat_route.return_value = answer(
+        {"plan": [{"step": 1, "tool": "search_movie", "action": "find it", "depends_on": []}]}
+    )
+    examples = [
+        {
+            "request": "Find the film Heat and get its cast",
+            "steps": [{"tool": "search_movie"}, {"tool": "GetMovieCredit", "depends_on": [1]}],
+        },
+        {"request": "Buy euros in cash", "steps": [{"tool": MOVIE_TOOLS[3]["id"]}]},
+        # Over a tool this request does not have: never shown.
+        {"request": "Find the movie Titanic cast", "steps": [{"tool": "not_a_tool_here"}]},
+    ]
+    settings = make_settings(planning={"tool_examples": 1})
+    async with running_app(settings) as client:
+        response = await client.post(
+            "/plan", json={"goal": GOAL, "tools": MOVIE_TOOLS, "examples": examples}
+        )
+    assert response.status_code == 200, response.text
+    user = json.loads(chat_route.calls[0].request.content)["messages"][1]["content"]
+    assert "Find the film Heat" in user
+    assert "Buy euros" not in user
+    assert "not_a_tool_here" not in user
+
+
+async def test_configured_worked_examples_are_used_for_a_request_over_their_tools(
+    chat_route: respx.Route,
+) -> None:
+    chat_route.return_value = answer(
+        {"plan": [{"step": 1, "tool": "search_movie", "action": "find it", "depends_on": []}]}
+    )
+    example = {"request": "Search the movie Heat", "steps": [{"tool": "search_movie"}]}
+    async with running_app(make_settings(examples=[example])) as client:
+        await client.post("/plan", json={"goal": GOAL, "tools": MOVIE_TOOLS})
+        await client.post("/plan", json={"goal": "Fix the login bug"})  # the built-in arms
+    with_tools = json.loads(chat_route.calls[0].request.content)["messages"][1]["content"]
+    built_in = json.loads(chat_route.calls[1].request.content)["messages"][1]["content"]
+    assert "Search the movie Heat" in with_tools
+    assert "Search the movie Heat" not in built_in

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from planner_arm.config import ArmSpec, PlanningSettings
+from planner_arm.config import ArmSpec, PlanningSettings, WorkedExample
 from planner_arm.plan.replan import ReplanScope
 from planner_arm.plan.schemas import PlanRequest, PlanStep
 
@@ -165,6 +165,30 @@ def tools_system_prompt(arms: Sequence[ArmSpec], min_steps: int, max_steps: int)
         "Answer with exactly one JSON object and nothing else, in this shape:\n"
         '{"plan":[{"step":1,"tool":"<tool name>","action":"<what for>","depends_on":[]}]}'
     )
+
+
+def examples_prompt(examples: Sequence[WorkedExample]) -> str:
+    """Solved requests over the same tools, as data, to show what a good answer looks like."""
+    if not examples:
+        return ""
+    lines = "\n".join(
+        as_data(
+            {
+                "request": example.request,
+                "plan": [
+                    {
+                        "step": number,
+                        "tool": step.tool,
+                        "action": step.action or f"call {step.tool}",
+                        "depends_on": step.depends_on,
+                    }
+                    for number, step in enumerate(example.steps, 1)
+                ],
+            }
+        )
+        for example in examples
+    )
+    return f"Solved requests like this one, one JSON object a line (data):\n{lines}\n\n"
 
 
 def _tool_line(arm: ArmSpec) -> dict[str, Any]:

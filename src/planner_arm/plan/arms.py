@@ -28,7 +28,7 @@ from planner_arm.plan.lexicon import (
     stem,
     words,
 )
-from planner_arm.plan.tools import ToolIndex
+from planner_arm.plan.tools import ToolIndex, name_words
 
 # Equal scores go to the arm earlier here: does the step write code, look something up, run
 # something, check results, guard safety? The planner is the answer when nothing matched (the
@@ -65,7 +65,12 @@ class ArmResolver:
     """Maps what a model wrote in `required_arm` (or nothing) to a registered arm id."""
 
     def __init__(
-        self, arms: Sequence[ArmSpec], aliases: Mapping[str, str], *, tools: bool = False
+        self,
+        arms: Sequence[ArmSpec],
+        aliases: Mapping[str, str],
+        *,
+        tools: bool = False,
+        tool_notes: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         """`tools`: the arms are a caller's tools (the tools profile): a misspelt name maps
         to the closest tool's, a tool named in the action counts, a "no tool" step is none."""
@@ -73,7 +78,7 @@ class ArmResolver:
         self.arm_ids: tuple[str, ...] = tuple(arm.id for arm in self.arms)
         ids = set(self.arm_ids)
         self._lower = {arm.lower(): arm for arm in reversed(self.arm_ids)}
-        self.index = ToolIndex(self.arms) if tools else None
+        self.index = ToolIndex(self.arms, tool_notes) if tools else None
         self.aliases = {
             name.strip().lower(): target for name, target in aliases.items() if target in ids
         }
@@ -114,7 +119,8 @@ class ArmResolver:
             if reconciled is not None:
                 return reconciled
         if not text:
-            arm = self.select(action, criteria)
+            described = self._best_described("", action) if self.index is not None else None
+            arm = described or self.select(action, criteria)
             return ArmChoice(arm, repair("arm_missing", f"-> {arm}"))
         if text in self.arm_ids:
             note = None if given == text else f"'{_short(text)}' -> {text}"
@@ -127,11 +133,19 @@ class ArmResolver:
             if candidate in self.aliases:
                 target = self.aliases[candidate]
                 return ArmChoice(target, repair("arm_alias", f"{candidate} -> {target}"))
-        closest = self.index.closest_name(text) if self.index is not None else None
-        if closest is not None:
-            return ArmChoice(closest, repair("tool_closest", f"'{_short(text)}' -> {closest}"))
+        if self.index is not None:
+            closest = self.index.closest_name(text) or self._best_described(text, action)
+            if closest is not None:
+                note = f"'{_short(text)}' -> {closest}"
+                return ArmChoice(closest, repair("tool_closest", note))
         arm = self.select(action, criteria)
         return ArmChoice(arm, repair("arm_selected", f"'{_short(text)}' -> {arm}"))
+
+    def _best_described(self, name: str, action: str) -> str | None:
+        """The tool whose name and description best match an unknown name and its action."""
+        assert self.index is not None
+        tool, score = self.index.ranked(f"{name_words(name)} {action}")[0]
+        return tool if score > 0 else None
 
     def names_no_tool(self, given: object) -> bool:
         """Whether a tool plan's step says it calls no tool (`none`, `n/a`, ...)."""

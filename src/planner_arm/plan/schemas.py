@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from planner_arm.config import ArmSpec, LimitsSettings
+from planner_arm.config import ArmSpec, LimitsSettings, WorkedExample
 from planner_arm.plan.tools import ToolItem, arm_specs
 
 
@@ -173,6 +173,13 @@ class PlanRequest(BaseModel):
         description="The tools to plan over for this request, replacing the configured arms: "
         "each in the arm shape (id, description, optional input_schema, consumes, produces) "
         "or the OpenAI function-tool shape",
+    )
+
+    examples: list[WorkedExample] | None = Field(
+        None,
+        max_length=50,
+        description="Worked examples for this request (a request and its tool calls), shown "
+        "to the model when they are similar to the goal; they join the configured ones",
     )
 
     @field_validator("tools")

@@ -14,7 +14,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
@@ -27,6 +27,7 @@ from planner_arm.config import (
     ARM_ID_PATTERN,
     RESOURCE_PATTERN,
     ArmSpec,
+    WorkedExample,
 )
 from planner_arm.plan.lexicon import stem
 
@@ -115,14 +116,22 @@ def _squashed(name: str) -> str:
 class ToolIndex:
     """BM25 over each tool's name (as words) and description."""
 
-    def __init__(self, specs: Sequence[ArmSpec]) -> None:
+    def __init__(
+        self, specs: Sequence[ArmSpec], notes: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
+        """`notes`: more text per tool id — the requests of worked examples that call it,
+        which say in a user's words what the tool is for."""
         self.specs = list(specs)
         self.ids = [spec.id for spec in self.specs]
+        self._notes = notes or {}
         self._by_squashed = {_squashed(spec.id): spec.id for spec in self.specs}
 
     @cached_property
     def _retriever(self) -> bm25s.BM25:
-        corpus = [f"{name_words(spec.id)} {spec.description}" for spec in self.specs]
+        corpus = [
+            " ".join([name_words(spec.id), spec.description, *self._notes.get(spec.id, ())])
+            for spec in self.specs
+        ]
         retriever = bm25s.BM25()
         retriever.index(_tokens(corpus), show_progress=False)
         return retriever
@@ -158,12 +167,19 @@ class ToolIndex:
     def shortlist(self, text: str, size: int) -> list[str]:
         """The `size` tools most relevant to `text`, and every tool it names, in the tools'
         own order (a stable prompt)."""
-        chosen = set(self.named_in(text))
-        for tool, score in self.ranked(text):
-            if len(chosen) >= size:
+        chosen = dict.fromkeys(self.named_in(text))
+        # The request as a whole and each piece of work it asks for take turns: a tool that
+        # one short piece needs is not crowded out by the words of the others.
+        rankings = [self.ranked(text), *(self.ranked(piece) for piece in request_pieces(text))]
+        for rank in range(len(self.ids)):
+            for ranking in rankings:
+                if len(chosen) >= size:
+                    return [tool for tool in self.ids if tool in chosen]
+                tool, score = ranking[rank]
+                if score > 0:
+                    chosen.setdefault(tool)
+            if all(ranking[rank][1] <= 0 for ranking in rankings):
                 break
-            if score > 0 or not chosen:
-                chosen.add(tool)
         return [tool for tool in self.ids if tool in chosen]
 
     def closest_name(self, name: str) -> str | None:
@@ -175,6 +191,86 @@ class ToolIndex:
             return self._by_squashed[squashed]
         close = difflib.get_close_matches(squashed, list(self._by_squashed), n=1, cutoff=0.8)
         return self._by_squashed[close[0]] if close else None
+
+
+# Where one piece of work in a request ends and the next begins.
+_PIECES = re.compile(
+    r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:and then|then|after that|afterwards|finally|also|and)\b\s+",
+    re.I,
+)
+_FILLER = re.compile(
+    r"^(?:please|i (?:want|need|would like) to|i'd like to|can you|could you|help me)\s+", re.I
+)
+_MIN_PIECE_WORDS = 2
+
+
+def request_pieces(text: str) -> list[str]:
+    """The pieces of work a request asks for, in its order: its sentences, cut again at
+    "and", "then", "after that" (pieces of one word are dropped)."""
+    pieces = []
+    for raw in _PIECES.split(text):
+        piece = _FILLER.sub("", (raw or "").strip(" ,.;:"))
+        if len(piece.split()) >= _MIN_PIECE_WORDS:
+            pieces.append(piece)
+    return pieces or [text.strip()]
+
+
+class ExampleIndex:
+    """BM25 over worked examples' requests: the solved requests most like a new one."""
+
+    def __init__(self, examples: Sequence[WorkedExample]) -> None:
+        self.examples = list(examples)
+
+    @cached_property
+    def _retriever(self) -> bm25s.BM25 | None:
+        if not self.examples:
+            return None
+        retriever = bm25s.BM25()
+        retriever.index(
+            _tokens([example.request for example in self.examples]), show_progress=False
+        )
+        return retriever
+
+    def notes(self, tool_ids: Sequence[str]) -> dict[str, list[str]]:
+        """For each of these tools, the requests of the examples that call it (examples over
+        other tools too are left out)."""
+        known = set(tool_ids)
+        notes: dict[str, list[str]] = {}
+        for example in self.examples:
+            tools = {step.tool for step in example.steps}
+            if tools <= known:
+                for tool in tools:
+                    notes.setdefault(tool, []).append(example.request)
+        return notes
+
+    def similar(
+        self, text: str, tool_ids: Sequence[str], count: int, max_chars: int
+    ) -> list[WorkedExample]:
+        """Up to `count` examples over these tools only, most similar to `text` first, whose
+        JSON together stays within `max_chars`."""
+        retriever = self._retriever
+        if retriever is None or count <= 0:
+            return []
+        known = set(tool_ids)
+        words = [word for word in _tokens([text], ids=False)[0] if word in retriever.vocab_dict]
+        scores = retriever.get_scores(words) if words else [0.0] * len(self.examples)
+        order = sorted(range(len(self.examples)), key=lambda index: (-scores[index], index))
+        chosen: list[WorkedExample] = []
+        used = 0
+        for index in order:
+            example = self.examples[index]
+            if not words or scores[index] <= 0:
+                break
+            if any(step.tool not in known for step in example.steps):
+                continue
+            size = len(example.model_dump_json())
+            if used + size > max_chars:
+                continue
+            chosen.append(example)
+            used += size
+            if len(chosen) == count:
+                break
+        return chosen
 
 
 def _stems(words: list[str]) -> list[str]:

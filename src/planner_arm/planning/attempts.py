@@ -23,7 +23,7 @@ from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 import structlog
 
 from planner_arm.clock import Deadline
-from planner_arm.config import Price, RetrySettings
+from planner_arm.config import Price, RetrySettings, WorkedExample
 from planner_arm.errors import LLMError, LLMRateLimited, PlanningFailed, PlanParseError
 from planner_arm.errors import PlanValidationError as AnswerInvalid
 from planner_arm.llm.client import AnswerSchema, AnswerSink, Completion
@@ -499,6 +499,8 @@ class ModelPlanner:
     system_prompt: str
     # The toolbox of each request's tool set (the configured arms when it brings none).
     toolboxes: Toolboxes | None = None
+    # The worked examples shown with this request (a tool plan's), most similar first.
+    worked: tuple[WorkedExample, ...] = ()
 
     def for_request(self, request: PlanRequest) -> Self:
         """This planner for `request`'s own tools, or for its shortlist of a large tool set;
@@ -506,12 +508,14 @@ class ModelPlanner:
         if self.toolboxes is None:
             return self
         box = self.toolboxes.for_request(request)
-        if box is self.toolboxes.configured and not box.shortlists:
+        worked = tuple(box.examples_for(request))
+        if box is self.toolboxes.configured and not box.shortlists and not worked:
             return self
         changes: dict[str, Any] = {
             "rules": box.rules,
             "resolver": box.resolver,
             "system_prompt": box.prompt_for(request),
+            "worked": worked,
         }
         if "rule_based" in {item.name for item in fields(self)}:
             changes["rule_based"] = box.rule_based

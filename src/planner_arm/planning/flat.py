@@ -14,7 +14,12 @@ from dataclasses import dataclass, replace
 
 from planner_arm.clock import Deadline
 from planner_arm.llm.client import Completion
-from planner_arm.llm.prompts import PROMPT_VERSION, initial_messages, user_prompt
+from planner_arm.llm.prompts import (
+    PROMPT_VERSION,
+    examples_prompt,
+    initial_messages,
+    user_prompt,
+)
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
 from planner_arm.plan.budget import Spend, check_answer_budget, describe_budget
 from planner_arm.plan.draft import DraftPlan
@@ -68,7 +73,7 @@ class FlatPlanner(ModelPlanner):
 
     def question(self, request: PlanRequest) -> Question[PlanAnswer]:
         """The /plan request as the model is asked it, and how its answer is read."""
-        user = user_prompt(
+        user = examples_prompt(self.worked) + user_prompt(
             request.goal, request.constraints, request.context, describe_budget(request.budget)
         )
 

@@ -14,11 +14,11 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from planner_arm.config import ArmSpec, PlanningSettings, Settings
+from planner_arm.config import ArmSpec, PlanningSettings, Settings, WorkedExample
 from planner_arm.llm.prompts import system_prompt, tools_system_prompt
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.plan.tools import tool_set_key
+from planner_arm.plan.tools import ExampleIndex, tool_set_key
 from planner_arm.plan.validation import PlanRules, profile_of
 from planner_arm.rules.planner import RuleBasedPlanner
 
@@ -34,12 +34,27 @@ class Toolbox:
     rule_based: RuleBasedPlanner
     system_prompt: str
     shortlist_size: int
+    examples: ExampleIndex
+    example_count: int = 0
+    example_chars: int = 0
 
     @property
     def shortlists(self) -> bool:
         """Whether the prompt lists only some of the tools (a large tool set)."""
         index = self.resolver.index
         return index is not None and 0 < self.shortlist_size < len(self.arms)
+
+    def examples_for(self, request: PlanRequest) -> list[WorkedExample]:
+        """The worked examples most like `request` over these tools (the request's own
+        first), for a tool plan only."""
+        if self.resolver.index is None or not self.example_count:
+            return []
+        own = ExampleIndex(request.examples or [])
+        ids = [arm.id for arm in self.arms]
+        found = own.similar(request.goal, ids, self.example_count, self.example_chars)
+        left = self.example_chars - sum(len(example.model_dump_json()) for example in found)
+        more = self.examples.similar(request.goal, ids, self.example_count - len(found), left)
+        return [*found, *more]
 
     def prompt_for(self, request: PlanRequest) -> str:
         """The system prompt for `request`: every arm, or the tools relevant to it."""
@@ -59,11 +74,13 @@ def build_toolbox(
     aliases: Mapping[str, str],
     planning: PlanningSettings,
     confidence: float,
+    examples: ExampleIndex,
 ) -> Toolbox:
     ids = [arm.id for arm in arms]
     rules = PlanRules.for_arms(planning, ids)
     tools = profile_of(planning, ids) == "tools"
-    resolver = ArmResolver(arms, aliases, tools=tools)
+    notes = examples.notes(ids) if tools else None
+    resolver = ArmResolver(arms, aliases, tools=tools, tool_notes=notes)
     if tools:
         planning = planning.model_copy(
             update={
@@ -82,6 +99,9 @@ def build_toolbox(
         rule_based=RuleBasedPlanner(planning, resolver, rules, confidence),
         system_prompt=prompt,
         shortlist_size=planning.tool_shortlist,
+        examples=examples,
+        example_count=planning.tool_examples,
+        example_chars=planning.tool_examples_chars,
     )
 
 
@@ -92,8 +112,13 @@ class Toolboxes:
         self._planning = settings.planning
         self._confidence = settings.fallback.confidence
         self._aliases = settings.arm_aliases
+        self._examples = ExampleIndex(settings.examples)
         self.configured = build_toolbox(
-            settings.arms, settings.arm_aliases, settings.planning, self._confidence
+            settings.arms,
+            settings.arm_aliases,
+            settings.planning,
+            self._confidence,
+            self._examples,
         )
         self._kept: OrderedDict[str, Toolbox] = OrderedDict()
 
@@ -104,7 +129,7 @@ class Toolboxes:
         key = tool_set_key(specs)
         box = self._kept.get(key)
         if box is None:
-            box = build_toolbox(specs, {}, self._planning, self._confidence)
+            box = build_toolbox(specs, {}, self._planning, self._confidence, self._examples)
             self._kept[key] = box
             while len(self._kept) > KEPT_TOOL_SETS:
                 self._kept.popitem(last=False)

@@ -9,26 +9,16 @@ no tool matches adds no step; a request that matches none gets the one best tool
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from planner_arm.plan.arms import ArmResolver, typical_cost_tier, typical_duration_seconds
 from planner_arm.plan.draft import DraftPlan, DraftStep
-from planner_arm.plan.tools import ToolIndex
+from planner_arm.plan.tools import ToolIndex, request_pieces
 
-# Where one piece of work ends and the next begins.
-_PIECES = re.compile(
-    r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:and then|then|after that|afterwards|finally|also|and)\b\s+",
-    re.I,
-)
-_FILLER = re.compile(
-    r"^(?:please|i (?:want|need|would like) to|i'd like to|can you|could you|help me)\s+", re.I
-)
 # A piece's tool must score at least this share of the best piece's best match: a piece
 # that only chats ("Who played in it?") adds no step.
 _RELATIVE_FLOOR = 0.5
-_MIN_PIECE_WORDS = 2
 _MAX_ACTION_CHARS = 300
 
 
@@ -37,7 +27,7 @@ def tool_plan(
 ) -> DraftPlan:
     """A plan of tool calls for `goal`, at most `max_steps` of them."""
     index = resolver.index or ToolIndex(resolver.arms)
-    pieces = _pieces(goal)
+    pieces = request_pieces(goal)
     overall = index.ranked(goal)
     best = [index.ranked(piece)[0][1] if index.ids else 0.0 for piece in pieces]
     floor = _RELATIVE_FLOOR * max(best, default=0.0)
@@ -65,15 +55,6 @@ def tool_plan(
     ]
     names = ", ".join(step.required_arm for step in steps)
     return DraftPlan(steps, f"The tools the request calls for, in its order: {names}.")
-
-
-def _pieces(goal: str) -> list[str]:
-    pieces = []
-    for raw in _PIECES.split(goal):
-        text = _FILLER.sub("", (raw or "").strip(" ,.;:"))
-        if len(text.split()) >= _MIN_PIECE_WORDS:
-            pieces.append(text)
-    return pieces or [goal.strip()]
 
 
 def _best_unused(index: ToolIndex, piece: str, used: set[str]) -> tuple[str | None, float]:
