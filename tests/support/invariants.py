@@ -67,7 +67,8 @@ def assert_valid_plan(
     assert isinstance(plan, list), f"plan is not a list: {plan!r}"
     n = len(plan)
     partial = iterative_done is not None and _assert_stage(body, iterative_done, stage_steps)
-    most = max_steps if consecutive else max(n, max_steps)
+    # The final check is outside the bound: max_steps counts the steps of the work.
+    most = max_steps + require_validation_step if consecutive else max(n, max_steps)
     if not partial:
         assert min_steps <= n <= most, f"plan has {n} steps; expected {min_steps}..{max_steps}"
 

@@ -8,7 +8,7 @@ Steps are named in repair and error details by the numbers the model gave them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from graphlib import CycleError
 from typing import Literal
 
@@ -49,6 +49,7 @@ REPAIR_CODES = frozenset(
         "duration_capped",
         "judge_step_appended",
         "final_check_dependencies",  # the final judge step did not depend on every step
+        "steps_merged",  # over the step bound: a step merged into the one it follows
     }
 )
 ERROR_CODES = frozenset(
@@ -138,8 +139,9 @@ class _Step:
 
 def validate_plan(draft: DraftPlan, rules: PlanRules) -> ValidPlan:
     """Check and mend `draft`; raise PlanValidationError naming every rule it still breaks."""
-    given = [step.step for step in draft.steps]
     repairs: list[str] = []
+    draft = _merged_to_bound(draft, rules, repairs)
+    given = [step.step for step in draft.steps]
     errors: list[tuple[str, str]] = []
 
     ids = _identify(given, repairs)
@@ -382,11 +384,84 @@ def _describe_cycle(cycle: list[int], ids: list[int | None]) -> str:
     return "dependency cycle: " + " -> ".join(str(ids[pos]) for pos in ring)
 
 
+def _merged_to_bound(draft: DraftPlan, rules: PlanRules, repairs: list[str]) -> DraftPlan:
+    """A plan a few steps over the bound, mended: a step that needs only the one before it
+    (the same arm first) is merged into it, until the model's steps fit. Plans whose steps
+    are not all numbered uniquely are left as they are (the count error asks the model)."""
+    steps = list(draft.steps)
+    closing = bool(steps) and rules.require_validation_step and steps[-1].required_arm == JUDGE_ARM
+    own = steps[:-1] if closing else steps
+    numbers = [step.step for step in own]
+    if len(own) <= rules.max_steps or None in numbers or len(set(numbers)) != len(numbers):
+        return draft
+    steps = [replace(step, depends_on=list(step.depends_on)) for step in steps]
+    own = steps[:-1] if closing else steps
+    while len(own) > rules.max_steps:
+        pair = _mergeable(own)
+        if pair is None:
+            break
+        first, second = own[pair], own[pair + 1]
+        merged = _merged(first, second)
+        repairs.append(repair("steps_merged", f"step {second.step} into step {first.step}"))
+        own = [*own[:pair], merged, *own[pair + 2 :]]
+        gone, kept = second.step, first.step
+        # Every step is numbered here (checked above).
+        assert gone is not None
+        assert kept is not None
+        for step in [*own, *steps[-1:]] if closing else own:
+            if gone in step.depends_on:
+                step.depends_on = sorted({*step.depends_on} - {gone} | {kept})
+    if closing:
+        last = steps[-1]
+        last.depends_on = [dep for dep in last.depends_on if dep in {s.step for s in own}]
+        own = [*own, last]
+    return replace(draft, steps=own)
+
+
+def _mergeable(steps: list[DraftStep]) -> int | None:
+    """The position of the first step that the next one can join: the next needs nothing but
+    it and what it needs; a pair with the same arm first."""
+    fits = [
+        pos
+        for pos in range(len(steps) - 1)
+        if set(steps[pos + 1].depends_on) <= {steps[pos].step, *steps[pos].depends_on}
+        and steps[pos].step in steps[pos + 1].depends_on
+    ]
+    same_arm = [pos for pos in fits if steps[pos].required_arm == steps[pos + 1].required_arm]
+    chosen = same_arm or fits
+    return chosen[0] if chosen else None
+
+
+def _merged(first: DraftStep, second: DraftStep) -> DraftStep:
+    then = second.action.strip()
+    action = f"{first.action.strip().rstrip('.')}; then {then[:1].lower()}{then[1:]}"
+    criteria = list(dict.fromkeys([*first.acceptance_criteria, *second.acceptance_criteria]))
+    tiers = [t for t in (first.estimated_cost_tier, second.estimated_cost_tier) if t is not None]
+    durations = [
+        d
+        for d in (first.estimated_duration_seconds, second.estimated_duration_seconds)
+        if d is not None
+    ]
+    return replace(
+        first,
+        action=action,
+        acceptance_criteria=criteria[:4],
+        estimated_cost_tier=max(tiers) if tiers else None,
+        estimated_duration_seconds=sum(durations) if durations else None,
+    )
+
+
 def _count_error(n: int, needs_judge: bool, rules: PlanRules) -> str | None:
+    """The final check (the model's or the one appended) is outside the bound: `max_steps`
+    counts the steps of the work itself; `min_steps` the whole plan."""
     total = n + needs_judge
-    if rules.min_steps <= total <= rules.max_steps:
+    work = n if needs_judge or not rules.require_validation_step else n - 1
+    if rules.min_steps <= total and work <= rules.max_steps:
         return None
-    have = f"plan has {n} step{'' if n == 1 else 's'}"
-    if needs_judge:
-        have += f" and lacks a final judge step ({total} with one appended)"
-    return f"{have}; between {rules.min_steps} and {rules.max_steps} are required"
+    if total < rules.min_steps:
+        have = f"plan has {n} step{'' if n == 1 else 's'}"
+        if needs_judge:
+            have += f" and lacks a final judge step ({total} with one appended)"
+        return f"{have}; at least {rules.min_steps} are required"
+    besides = " besides the final check" if rules.require_validation_step else ""
+    return f"plan has {work} steps{besides}; at most {rules.max_steps} are allowed"
