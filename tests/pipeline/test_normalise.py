@@ -33,6 +33,9 @@ class FakeResolver:
             return ArmChoice("planner", "arm_missing: -> planner")
         return ArmChoice(given)
 
+    def names_no_tool(self, given: object) -> bool:
+        return False  # the built-in arms: every step is work
+
 
 def normalise(data: Any) -> DraftPlan:
     return normalise_plan(data, FakeResolver())  # type: ignore[arg-type]
@@ -661,3 +664,20 @@ def test_fast_path_takes_the_well_formed_answer() -> None:
     assert fast is not None
     assert fast == _Normaliser(resolver).plan(data)
     assert as_asked({**data, "extra": 1}, resolver) is None
+
+
+def test_a_tool_plans_no_tool_step_is_dropped_not_invented() -> None:
+    from planner_arm.config import ArmSpec
+    from planner_arm.plan.arms import ArmResolver
+
+    tools = [ArmSpec(id="search_movie", description="Search movies by title")]
+    resolver = ArmResolver(tools, {}, tools=True)
+    data = {
+        "steps": [
+            {"step": 1, "tool": "search_movie", "action": "find it"},
+            {"step": 2, "tool": "none", "action": "answer the user", "depends_on": [1]},
+        ]
+    }
+    draft = normalise_plan(data, resolver)
+    assert [step.required_arm for step in draft.steps] == ["search_movie"]
+    assert any(entry.startswith("no_tool_step_dropped") for entry in draft.repairs)
