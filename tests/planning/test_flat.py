@@ -77,6 +77,19 @@ async def test_unpriced_model_is_a_warning_not_an_error(
     ]
 
 
+async def test_a_model_served_on_loopback_needs_no_price(
+    llm_mock: respx.MockRouter, fake_clock: FakeClock
+) -> None:
+    llm_mock.post("http://127.0.0.1:8080/v1/chat/completions").return_value = answer(good_plan())
+    planner = make_service(
+        fake_clock, model={"name": "local-qwen", "base_url": "http://127.0.0.1:8080/v1"}
+    )
+    response = await planner.plans.plan(REQUEST, "r5b", use_cache=False)
+    assert response.metadata.source == "llm"
+    assert response.estimated_cost.llm_usd == 0.0
+    assert response.metadata.warnings == []
+
+
 async def test_model_supplied_fields_are_kept(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:

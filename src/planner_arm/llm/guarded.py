@@ -15,9 +15,12 @@ after the cooldown decides whether the model is back.
 from __future__ import annotations
 
 import asyncio
+import functools
+import ipaddress
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import Enum
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -301,6 +304,17 @@ class GuardedLLM:
         self._account(model, completion, spend)
         return completion
 
+    @functools.cached_property
+    def _on_this_machine(self) -> bool:
+        """A model served on loopback costs nothing: no price is missing."""
+        host = urlsplit(self._settings.model.base_url or "").hostname or ""
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
     def _account(self, model: str, completion: Completion, spend: Spend) -> None:
         usd = llm_cost_usd(
             model, completion.prompt_tokens, completion.completion_tokens, self._settings.pricing
@@ -310,7 +324,7 @@ class GuardedLLM:
         spend.usd += usd
         if not completion.usage_reported:
             spend.warn_once(f"usage_not_reported: {model}")
-        elif usd == 0.0 and completion.prompt_tokens:
+        elif usd == 0.0 and completion.prompt_tokens and not self._on_this_machine:
             spend.warn_once(f"no_price_for_model: {model}")
         self._metrics.record_llm_call(
             model,
