@@ -24,6 +24,7 @@ from pydantic_settings import (
 )
 
 from planner_arm.defaults import DEFAULT_ARM_ALIASES, DEFAULT_ARMS, DEFAULT_PRICING
+from planner_arm.limits import LimitsSettings
 
 ResponseFormat = Literal["json_object", "json_schema", "none"]
 
@@ -148,16 +149,6 @@ class CircuitSettings(Section):
     window_seconds: float = Field(60.0, gt=0, le=3600)
     cooldown_seconds: float = Field(30.0, gt=0, le=3600)
     max_retry_after_seconds: float = Field(300.0, gt=0, le=86_400)
-
-
-class LimitsSettings(Section):
-    """What a plan request may hold; over these it is refused with a 422."""
-
-    max_goal_chars: int = Field(8_000, ge=1, le=1_000_000)
-    max_constraints: int = Field(32, ge=0, le=10_000)
-    max_constraint_chars: int = Field(1_000, ge=1, le=1_000_000)
-    max_context_bytes: int = Field(32 * 1024, ge=2, le=16 * 1024 * 1024)
-    max_context_depth: int = Field(8, ge=1, le=100)
 
 
 class AuthSettings(Section):

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from planner_arm.config import LimitsSettings
+from planner_arm.limits import LimitsSettings
 
 
 def context_depth_exceeds(value: Any, limit: int) -> bool:
