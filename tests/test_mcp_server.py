@@ -181,6 +181,7 @@ async def test_mcp_is_behind_the_api_keys() -> None:
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         )
         missing = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        no_stream = await http.get("/mcp", headers={"authorization": f"Bearer {KEY}"})
         async with mcp_session(http, key=KEY) as session:
             tools = (await session.list_tools()).tools
     assert refused.status_code == 401
@@ -188,6 +189,8 @@ async def test_mcp_is_behind_the_api_keys() -> None:
     assert refused.json()["detail"] == "the API key is not valid"
     assert refused.headers["www-authenticate"].startswith("Bearer")
     assert (missing.status_code, missing.json()["error"]) == (401, "unauthorized")
+    # Stateless: no server-to-client stream to open, so a GET is the protocol's 405.
+    assert (no_stream.status_code, no_stream.json()["error"]) == (405, "method_not_allowed")
     assert {tool.name for tool in tools} == TOOLS
 
 

@@ -97,7 +97,7 @@ def create_app(
     for router in routers:
         app.include_router(router)
     app.router.routes.append(
-        Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+        Route(MCP_PATH, mcp, methods=["POST"], include_in_schema=False)
     )
     app.openapi = customise_openapi(app.openapi, settings.arm_ids)  # type: ignore[method-assign]
     install_error_handlers(app)
