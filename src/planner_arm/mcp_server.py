@@ -15,6 +15,7 @@ is a tool error whose text starts with the HTTP API's error code (`plan_not_foun
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -227,6 +228,7 @@ def build_mcp_server(service: Service) -> FastMCP:
         (specialize_step, _PLANS),
         (get_plan, _READ_ONLY),
     ):
-        server.add_tool(tool, annotations=hints, structured_output=True)
+        description = inspect.cleandoc(tool.__doc__ or "")
+        server.add_tool(tool, description=description, annotations=hints, structured_output=True)
     server.resource("plan://{plan_id}", name="plan", mime_type="application/json")(plan_resource)
     return server

@@ -4,9 +4,12 @@ loopback HTTP behind its API key (the stub model behind both)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,8 +22,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent, TextResourceContents
 
 from support.invariants import assert_valid_plan
-from support.service import serving
-from support.stub_model import StubLLM
+from support.service import free_port, serving, start_service, wait_for_line
+from support.stub_model import Held, StubLLM
 
 pytestmark = pytest.mark.slow
 
@@ -118,3 +121,30 @@ async def test_an_agent_over_stdio(stub: StubLLM) -> None:
     ):
         await session.initialize()
         await an_agents_loop(session)
+
+
+async def test_a_tool_call_in_flight_at_sigterm_gets_its_answer(stub: StubLLM) -> None:
+    port = free_port()
+    process, lines, reader = start_service(port, {"OPENAI_BASE_URL": stub.base_url})
+    release = threading.Event()
+    stub.script(Held(release))
+    try:
+        async with over_http(f"http://127.0.0.1:{port}/mcp", KEY) as session:
+            # The SDK's client checks an answer against the tool's listed output schema,
+            # listing the tools first if it has not: after the signal nothing new connects.
+            await session.list_tools()
+            call = asyncio.create_task(session.call_tool("plan", {"request": {"goal": GOAL}}))
+            assert await asyncio.to_thread(stub.arrived.wait, 10)  # waiting on the model
+            process.send_signal(signal.SIGTERM)
+            said: list[str] = []
+            await asyncio.to_thread(wait_for_line, lines, "Waiting for connections to close", said)
+            release.set()
+            result = await asyncio.wait_for(call, 15)
+        assert process.wait(timeout=10) in (0, -15)
+    finally:
+        release.set()
+        process.kill()
+        reader.join(timeout=5)
+    assert result.isError is False
+    assert result.structuredContent is not None
+    assert result.structuredContent["metadata"]["source"] == "llm"

@@ -96,9 +96,7 @@ def create_app(
     routers = build_routers(settings)
     for router in routers:
         app.include_router(router)
-    app.router.routes.append(
-        Route(MCP_PATH, mcp, methods=["POST"], include_in_schema=False)
-    )
+    app.router.routes.append(Route(MCP_PATH, mcp, methods=["POST"], include_in_schema=False))
     app.openapi = customise_openapi(app.openapi, settings.arm_ids)  # type: ignore[method-assign]
     install_error_handlers(app)
     # Added innermost first. Outside in: the request id (every later layer and error can use

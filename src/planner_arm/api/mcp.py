@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from sse_starlette.sse import AppStatus
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
@@ -29,6 +30,11 @@ class MCPEndpoint:
 
     def __init__(self) -> None:
         self._sessions: StreamableHTTPSessionManager | None = None
+        # The SDK answers a POST as server-sent events through sse-starlette, which by default
+        # ends every open stream of the process at uvicorn's exit signal: a tool call in
+        # flight would lose its answer. Here each stream ends with its call's answer, so the
+        # drain (api/server.py) lets them finish as it does every other request.
+        AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
 
     @asynccontextmanager
     async def serving(self, service: Service) -> AsyncIterator[None]:
