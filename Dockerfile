@@ -11,8 +11,9 @@ WORKDIR /src
 # README.md is the package's readme (pyproject.toml names it), so the build needs it.
 COPY pyproject.toml constraints.txt README.md ./
 COPY src ./src
-# The project and every dependency at the versions in constraints.txt, as wheels.
-RUN pip wheel --no-cache-dir -c constraints.txt . -w /wheels
+# The project with the service (the `server` extra) and every dependency at the versions in
+# constraints.txt, as wheels.
+RUN pip wheel --no-cache-dir -c constraints.txt ".[server]" -w /wheels
 
 FROM python:3.11-slim-bookworm AS runtime
 ARG VERSION=0.1.0

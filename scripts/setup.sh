@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv with Python 3.11+ and installs planner-arm (with test tools when given "dev").
+# Creates .venv with Python 3.11+ and installs planner-arm with the service (`[server]`; with
+# the test tools too when given "dev").
 #
 # pip runs only when needed: .venv/.setup-stamp holds a hash of pyproject.toml and
 # constraints.txt and the extra installed ("dev" or "plain"); while the hash matches, a plain
@@ -18,7 +19,7 @@ for candidate in python3.11 python3.12 python3.13 python3; do
   fi
 done
 [ -n "$python_bin" ] || { echo "setup: Python 3.11 or newer is needed" >&2; exit 1; }
-extra=""
+extra="[server]"
 wanted=plain
 if [ "${1:-}" = "dev" ]; then
   extra="[dev]"

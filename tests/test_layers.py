@@ -1,8 +1,8 @@
 """The package's layering, read from the source: who may import whom, no cycles, small modules
 and functions simple enough to follow (cyclomatic complexity as radon counts it).
 
-Data flows one way: api -> planning -> (rules, pipeline, llm, store) -> plan -> the shared
-modules.
+Data flows one way: api -> mcp_server -> planning -> (rules, pipeline, llm, store) -> plan ->
+the shared modules.
 A module that imports against that flow, or FastAPI below api/, fails here with its name.
 """
 
@@ -18,18 +18,21 @@ from radon.complexity import cc_visit
 from radon.visitors import Class, Function
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "planner_arm"
-SHARED = {"config", "errors", "metrics", "logging", "defaults", "clock"}
+SHARED = {"config", "errors", "metrics", "logging", "defaults", "clock", "limits"}
 # What each layer may import from the package, besides itself.
 ALLOWED: dict[str, set[str]] = {
-    "api": {"planning", "pipeline", "llm", "store", "plan", *SHARED},
+    "api": {"mcp_server", "planning", "pipeline", "llm", "store", "plan", *SHARED},
+    # The MCP server: the planning endpoints as tools, for the app's /mcp and `planner-arm mcp`.
+    "mcp_server": {"planning", "plan", *SHARED},
     "planning": {"rules", "pipeline", "llm", "store", "plan", *SHARED},
     # The rule-based planner: no I/O, so nothing of the service's machinery either.
-    "rules": {"plan", "config", "errors", "defaults"},
+    "rules": {"plan", "config", "errors", "defaults", "limits"},
     "pipeline": {"plan", *SHARED},
     "llm": {"plan", *SHARED},
     "store": {"plan", *SHARED},
-    "plan": {"config", "errors", "defaults"},
-    "client": {"plan", "errors", "config", "defaults"},
+    "plan": {"config", "errors", "defaults", "limits"},
+    # Installed without the service's dependencies: the models of plan/ and the error codes.
+    "client": {"plan", "errors", "limits"},
 }
 MAX_MODULE_LINES = 600
 # Radon's default count: one, plus one per branch, loop, except, boolean operator,

@@ -1,4 +1,5 @@
-"""The command line: `planner-arm serve | plan | validate | replan | get | show | check-config`.
+"""The command line: `planner-arm serve | mcp | plan | validate | replan | get | show`, and
+`check-config`.
 
 Every command builds the service through the same composition root as the app. With `--url`,
 plan, validate, replan and get talk to a running service through `planner_arm.client`;
@@ -164,6 +165,18 @@ def serve(
     app = create_app(current)
     server = build_server(app, current, host or current.server.host, port or current.server.port)
     server.run()
+
+
+@cli.command()
+def mcp() -> None:
+    """Serve the planner over MCP on stdin/stdout, for a desktop agent host."""
+    from planner_arm.mcp_server import build_mcp_server
+
+    async def run(service: Service) -> None:
+        await build_mcp_server(service).run_stdio_async()
+
+    # Logs go to stderr: stdout carries the protocol.
+    run_in_process(run)
 
 
 @cli.command()

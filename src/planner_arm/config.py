@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
@@ -19,7 +19,6 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
-    field_validator,
     model_validator,
 )
 from pydantic.fields import FieldInfo
@@ -32,6 +31,11 @@ from pydantic_settings import (
 )
 
 from planner_arm.defaults import DEFAULT_ARM_ALIASES, DEFAULT_ARMS, DEFAULT_PRICING
+
+# Re-exported: the shapes a request shares with the configuration live with the limits.
+from planner_arm.limits import ArmSpec as ArmSpec
+from planner_arm.limits import LimitsSettings as LimitsSettings
+from planner_arm.limits import WorkedExample as WorkedExample
 
 ResponseFormat = Literal["json_object", "json_schema", "none"]
 
@@ -132,56 +136,6 @@ class Price(Section):
     output_per_million: float = Field(ge=0)
 
 
-# A tool's id as its platform names it: any printable text (spaces, capitals, parentheses) up
-# to 128 characters, without line breaks or other control characters; matched exactly.
-ARM_ID_MAX_CHARS = 128
-ARM_ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
-ARM_DESCRIPTION_MAX_CHARS = 2_000
-# What a tool takes or gives (`image`, `text`, `url`, ...): short lower-case type names.
-RESOURCE_PATTERN = r"^[a-z][a-z0-9_.-]{0,39}$"
-
-
-class ArmSpec(Section):
-    """An arm (one of the built-in agents) or a tool of the caller: only `id` and
-    `description` are required."""
-
-    id: str = Field(min_length=1, max_length=ARM_ID_MAX_CHARS, pattern=ARM_ID_PATTERN)
-    description: str = Field(min_length=1, max_length=ARM_DESCRIPTION_MAX_CHARS)
-    capabilities: list[str] = Field(default_factory=list, max_length=32)
-    # Words in an action that point at this arm (the rule-based selector's first signal).
-    keywords: list[str] = Field(default_factory=list, max_length=64)
-    # The JSON Schema of the tool's arguments: a step's input follows it (stage 2).
-    input_schema: dict[str, Any] | None = None
-    # Typed resources: a link from A to B makes sense when B consumes what A produces.
-    consumes: list[Annotated[str, Field(pattern=RESOURCE_PATTERN)]] = Field(
-        default_factory=list, max_length=16
-    )
-    produces: list[Annotated[str, Field(pattern=RESOURCE_PATTERN)]] = Field(
-        default_factory=list, max_length=16
-    )
-
-    @field_validator("id")
-    @classmethod
-    def _id_trimmed(cls, value: str) -> str:
-        if value != value.strip():
-            raise ValueError("an arm id has no leading or trailing spaces")
-        return value
-
-
-class ExampleStep(Section):
-    tool: str = Field(min_length=1, max_length=ARM_ID_MAX_CHARS)
-    action: str | None = Field(None, max_length=500)
-    depends_on: list[int] = Field(default_factory=list, max_length=50)
-
-
-class WorkedExample(Section):
-    """A solved request: what was asked, and the tool calls that do it (steps numbered from 1
-    in list order; `depends_on` names earlier steps)."""
-
-    request: str = Field(min_length=1, max_length=4_000)
-    steps: list[ExampleStep] = Field(min_length=1, max_length=50)
-
-
 class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
@@ -217,19 +171,6 @@ class CircuitSettings(Section):
     window_seconds: float = Field(60.0, gt=0, le=3600)
     cooldown_seconds: float = Field(30.0, gt=0, le=3600)
     max_retry_after_seconds: float = Field(300.0, gt=0, le=86_400)
-
-
-class LimitsSettings(Section):
-    """What a plan request may hold; over these it is refused with a 422."""
-
-    max_goal_chars: int = Field(8_000, ge=1, le=1_000_000)
-    max_constraints: int = Field(32, ge=0, le=10_000)
-    max_constraint_chars: int = Field(1_000, ge=1, le=1_000_000)
-    max_context_bytes: int = Field(32 * 1024, ge=2, le=16 * 1024 * 1024)
-    max_context_depth: int = Field(8, ge=1, le=100)
-    # The `tools` of one request: how many, and their size as JSON.
-    max_tools: int = Field(500, ge=1, le=10_000)
-    max_tools_bytes: int = Field(512 * 1024, ge=1024, le=64 * 1024 * 1024)
 
 
 class AuthSettings(Section):

@@ -1,7 +1,8 @@
 """create_app(): the FastAPI application with its lifespan, middleware and error handlers.
 
 The lifespan builds the whole service through the composition root (`build_service`), warms
-the model client, yields the typed `State` every request sees, and closes what it built.
+the model client, serves it over MCP at /mcp too, yields the typed `State` every request sees,
+and closes what it built.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import httpx
 import structlog
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.routing import Route
 
 from planner_arm.api.deps import Readiness, State
 from planner_arm.api.errors import install_error_handlers
+from planner_arm.api.mcp import MCP_PATH, MCPEndpoint
 from planner_arm.api.middleware import (
     BodyLimitMiddleware,
     HTTPMetricsMiddleware,
@@ -50,6 +53,7 @@ def create_app(
     metrics = service_metrics(settings, service_version())
     api_keys = [key.get_secret_value().encode() for key in settings.auth.api_keys]
     readiness = Readiness(metrics, api_keys)
+    mcp = MCPEndpoint()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[State]:
@@ -74,7 +78,8 @@ def create_app(
             store=service.store.kind,
         )
         try:
-            yield State(service=service, readiness=readiness)
+            async with mcp.serving(service):
+                yield State(service=service, readiness=readiness)
         finally:
             readiness.begin_shutdown()
             await service.aclose()
@@ -91,6 +96,7 @@ def create_app(
     routers = build_routers(settings)
     for router in routers:
         app.include_router(router)
+    app.router.routes.append(Route(MCP_PATH, mcp, methods=["POST"], include_in_schema=False))
     app.openapi = customise_openapi(app.openapi, settings.arm_ids)  # type: ignore[method-assign]
     install_error_handlers(app)
     # Added innermost first. Outside in: the request id (every later layer and error can use

@@ -13,7 +13,8 @@ from fastapi import Request
 from planner_arm.errors import Unauthorized
 
 
-def _presented_key(request: Request) -> str | None:
+def presented_key(request: Request) -> str | None:
+    """The API key the request carries, if any."""
     authorization = request.headers.get("authorization", "")
     scheme, _, credentials = authorization.partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
@@ -34,7 +35,7 @@ def check_api_key(request: Request, keys: list[bytes]) -> None:
     """Passes when no keys are configured, or when the request carries one of them."""
     if not keys:
         return
-    presented = _presented_key(request)
+    presented = presented_key(request)
     if presented is None:
         raise Unauthorized("an API key is required: Authorization: Bearer <key> or X-API-Key")
     if not key_matches(presented, keys):

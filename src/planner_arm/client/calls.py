@@ -1,34 +1,45 @@
-"""Each endpoint's call as data: method, path and JSON body, built from a method's arguments.
+"""Each endpoint's call, described once: its arguments, its documentation, and the HTTP call
+they make (method, path, JSON body, the model of its answer).
 
-Both clients send the same calls; only how they wait differs. The bodies are left to the
-service to validate (its limits come from its config, which a client does not know): a bad
-one comes back as `InvalidRequest` listing each problem.
+`PlannerClient` and `AsyncPlannerClient` expose these functions as their methods (`Sent`,
+`Streamed`); the only difference between the two is how they wait. The bodies are left to
+the service to validate (its limits come from its config, which a client does not know): a
+bad one comes back as `InvalidRequest` listing each problem.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 from pydantic import BaseModel
 
-from planner_arm.plan.endpoint_schemas import StepState
+from planner_arm.plan.endpoint_schemas import (
+    CapabilitiesResponse,
+    HealthResponse,
+    SpecializeResponse,
+    StepState,
+    ValidateResponse,
+)
 from planner_arm.plan.schemas import Budget, PlanResponse, PlanStep, Strategy
 
 # A step's state: the model, its JSON, or just its status ("completed", "failed", ...).
 StepStateLike = StepState | Mapping[str, Any] | str
 PlanLike = PlanResponse | Mapping[str, Any]
+Answer = TypeVar("Answer", bound=BaseModel)
 
 
 @dataclass(frozen=True)
-class Call:
-    """One HTTP call of the API. A POST carries an Idempotency-Key (`idempotency_key`, or one
-    made for the call and kept across its retries)."""
+class Call(Generic[Answer]):
+    """One HTTP call of the API and the model of its 2xx answer. A POST carries an
+    Idempotency-Key (`idempotency_key`, or one made for the call and kept across its
+    retries)."""
 
     method: str
     path: str
+    answer: type[Answer]
     body: dict[str, Any] | None = None
     idempotency_key: str | None = None
 
@@ -92,55 +103,128 @@ def step_states_json(
     return out
 
 
-def plan_call(body: dict[str, Any], idempotency_key: str | None) -> Call:
-    return Call("POST", "/plan", body, idempotency_key)
-
-
-def replan_call(
-    body: dict[str, Any],
+def plan(
+    goal: str,
+    constraints: Sequence[str] | None = None,
+    context: Mapping[str, Any] | None = None,
     *,
-    previous: PlanLike | None,
-    plan_id: str | None,
+    strategy: Strategy | None = None,
+    budget: Budget | Mapping[str, Any] | None = None,
+    specialize: bool = False,
+    use_cache: bool = True,
+    idempotency_key: str | None = None,
+    max_depth: int | None = None,
+    request_id: str | None = None,
+) -> Call[PlanResponse]:
+    """POST /plan: a validated, executable plan for `goal`."""
+    body = plan_fields(
+        goal, constraints, context, strategy=strategy, max_depth=max_depth, budget=budget,
+        specialize=specialize, use_cache=use_cache, request_id=request_id,
+    )  # fmt: skip
+    return Call("POST", "/plan", PlanResponse, body, idempotency_key)
+
+
+STREAM_DOC = """POST /plan as server-sent events, each as it comes: `plan.started`, `step`s,
+`plan.reset`s, and last `plan` (its `.plan` is the whole answer). An `error` event is raised as
+the `PlannerError` /plan would have answered. The request is sent when iteration starts (with
+the async client, wrap it in `contextlib.aclosing` to close it early). Takes the arguments of
+`plan`."""
+
+
+def replan(
+    goal: str,
+    *,
+    previous: PlanLike | None = None,
+    plan_id: str | None = None,
     step_states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike],
-    replan_steps: Sequence[int] | None,
-    reason: str | None,
-    max_replans: int | None,
-    idempotency_key: str | None,
-) -> Call:
-    body = {**body, **_one_plan(previous, plan_id), "step_states": step_states_json(step_states)}
+    replan_steps: Sequence[int] | None = None,
+    reason: str | None = None,
+    constraints: Sequence[str] | None = None,
+    context: Mapping[str, Any] | None = None,
+    strategy: Strategy | None = None,
+    budget: Budget | Mapping[str, Any] | None = None,
+    max_replans: int | None = None,
+    idempotency_key: str | None = None,
+    request_id: str | None = None,
+) -> Call[PlanResponse]:
+    """POST /replan: the plan revised, its finished steps kept. Give exactly one of
+    `previous` (the whole plan) and `plan_id` (a stored plan). `step_states` maps a step
+    number (int or str) to a `StepState`, its JSON, or just its status."""
+    body = {
+        **plan_fields(
+            goal, constraints, context, strategy=strategy, budget=budget, request_id=request_id
+        ),
+        **_one_plan(previous, plan_id),
+        "step_states": step_states_json(step_states),
+    }
     if replan_steps:
         body["replan_steps"] = list(replan_steps)
     if reason is not None:
         body["reason"] = reason
     if max_replans is not None:
         body["max_replans"] = max_replans
-    return Call("POST", "/replan", body, idempotency_key)
+    return Call("POST", "/replan", PlanResponse, body, idempotency_key)
 
 
-def validate_call(steps: Sequence[PlanStep | Mapping[str, Any]], fix: bool) -> Call:
-    return Call("POST", "/plan/validate", {"plan": [_json(step) for step in steps], "fix": fix})
+def validate(
+    steps: Sequence[PlanStep | Mapping[str, Any]], fix: bool = False
+) -> Call[ValidateResponse]:
+    """POST /plan/validate: every problem of an edited plan (no model call); with `fix`,
+    what /plan would mend is mended and listed in `warnings`."""
+    body = {"plan": [_json(step) for step in steps], "fix": fix}
+    return Call("POST", "/plan/validate", ValidateResponse, body)
 
 
-def expand_call(
-    body: dict[str, Any],
+def get(plan_id: str) -> Call[PlanResponse]:
+    """GET /plan/{plan_id}: a stored plan, as it was answered."""
+    return Call("GET", f"/plan/{quote(plan_id, safe='')}", PlanResponse)
+
+
+def expand(
+    goal: str,
     *,
     step: int,
-    previous: PlanLike | None,
-    plan_id: str | None,
-    idempotency_key: str | None,
-) -> Call:
-    body = {**body, **_one_plan(previous, plan_id), "step": step}
-    return Call("POST", "/plan/expand", body, idempotency_key)
+    previous: PlanLike | None = None,
+    plan_id: str | None = None,
+    constraints: Sequence[str] | None = None,
+    context: Mapping[str, Any] | None = None,
+    strategy: Strategy | None = None,
+    budget: Budget | Mapping[str, Any] | None = None,
+    idempotency_key: str | None = None,
+    request_id: str | None = None,
+) -> Call[PlanResponse]:
+    """POST /plan/expand: a new version of the plan with `step` replaced by its
+    sub-plan. Give exactly one of `previous` and `plan_id`."""
+    body = {
+        **plan_fields(
+            goal, constraints, context, strategy=strategy, budget=budget, request_id=request_id
+        ),
+        **_one_plan(previous, plan_id),
+        "step": step,
+    }
+    return Call("POST", "/plan/expand", PlanResponse, body, idempotency_key)
 
 
-def specialize_call(
-    step: int, *, previous: PlanLike | None, plan_id: str | None, goal: str | None
-) -> Call:
+def specialize(
+    step: int,
+    *,
+    previous: PlanLike | None = None,
+    plan_id: str | None = None,
+    goal: str | None = None,
+) -> Call[SpecializeResponse]:
+    """POST /plan/specialize: the typed input of `step`'s arm. Give exactly one of
+    `previous` and `plan_id`."""
     body: dict[str, Any] = {**_one_plan(previous, plan_id), "step": step}
     if goal is not None:
         body["goal"] = goal
-    return Call("POST", "/plan/specialize", body)
+    return Call("POST", "/plan/specialize", SpecializeResponse, body)
 
 
-def get_call(plan_id: str) -> Call:
-    return Call("GET", f"/plan/{quote(plan_id, safe='')}")
+def health() -> Call[HealthResponse]:
+    """GET /health: liveness, the model's and the store's state."""
+    return Call("GET", "/health", HealthResponse)
+
+
+def capabilities() -> Call[CapabilitiesResponse]:
+    """GET /capabilities: the arms, limits, deadline and measured latency."""
+    return Call("GET", "/capabilities", CapabilitiesResponse)

@@ -8,6 +8,7 @@ plan it already made: a retried call never plans twice.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -64,4 +65,32 @@ class RetryPolicy:
             wait = min(MAX_BACKOFF_SECONDS, 0.5 * 2**attempt)
         if wait >= remaining:
             return None
+        return wait
+
+
+class Tries:
+    """The tries of one call, as both clients make them: each try's timeout (`per_try`
+    seconds, cut to what is left of the total), and the wait before the next one."""
+
+    def __init__(self, policy: RetryPolicy, per_try: float, clock: Callable[[], float]) -> None:
+        self._policy = policy
+        self._per_try = per_try
+        self._clock = clock
+        self._started = clock()
+        self._attempt = 0
+
+    def _remaining(self) -> float:
+        return self._policy.total_seconds - (self._clock() - self._started)
+
+    def timeout(self) -> float:
+        """The bound of the next try."""
+        return max(0.001, min(self._per_try, self._remaining()))
+
+    def wait_after(self, error: PlannerError, cause: BaseException | None = None) -> float:
+        """Seconds to wait before the next try after `error`; raises `error` (from `cause`)
+        when there is none."""
+        wait = self._policy.wait_before(self._attempt, error, self._remaining())
+        if wait is None:
+            raise error from cause
+        self._attempt += 1
         return wait

@@ -1,27 +1,77 @@
-"""`PlannerClient`: the service's every endpoint as a typed, blocking method, on httpx."""
+"""`PlannerClient`: the service's every endpoint (`calls`) as a typed, blocking method."""
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import httpx
+from pydantic import BaseModel
 
 import planner_arm.client.calls as calls
 import planner_arm.client.wire as wire
-from planner_arm.client.calls import Call, PlanLike, StepStateLike
-from planner_arm.client.errors import PlannerError, error_from_body
+from planner_arm.client.calls import Call
+from planner_arm.client.errors import error_from_body
 from planner_arm.client.events import ERROR, SSE_TYPE, PlanEvent, read_events
-from planner_arm.client.retry import RetryPolicy
-from planner_arm.plan.endpoint_schemas import (
-    CapabilitiesResponse,
-    HealthResponse,
-    SpecializeResponse,
-    ValidateResponse,
-)
-from planner_arm.plan.schemas import Budget, PlanResponse, PlanStep, Strategy
+from planner_arm.client.retry import RetryPolicy, Tries
+
+P = ParamSpec("P")
+A = TypeVar("A", bound=BaseModel)
+
+
+class Sent(Generic[P, A]):
+    """A method that sends the call `build(*args)` describes and returns its answer."""
+
+    def __init__(self, build: Callable[P, Call[A]]) -> None:
+        self._build = build
+        self.__doc__ = build.__doc__
+
+    @overload
+    def __get__(self, client: None, owner: type[PlannerClient]) -> Sent[P, A]: ...
+    @overload
+    def __get__(self, client: PlannerClient, owner: type[PlannerClient]) -> Callable[P, A]: ...
+    def __get__(
+        self, client: PlannerClient | None, owner: type[PlannerClient]
+    ) -> Sent[P, A] | Callable[P, A]:
+        if client is None:
+            return self
+
+        @functools.wraps(self._build)
+        def send(*args: P.args, **kwargs: P.kwargs) -> A:
+            call = self._build(*args, **kwargs)
+            return wire.parse_answer(client._send(call, stream=False), call)
+
+        return send
+
+
+class Streamed(Generic[P]):
+    """A method that sends the call `build(*args)` describes and yields its events."""
+
+    def __init__(self, build: Callable[P, Call[Any]], doc: str) -> None:
+        self._build = build
+        self.__doc__ = doc
+
+    @overload
+    def __get__(self, client: None, owner: type[PlannerClient]) -> Streamed[P]: ...
+    @overload
+    def __get__(
+        self, client: PlannerClient, owner: type[PlannerClient]
+    ) -> Callable[P, Iterator[PlanEvent]]: ...
+    def __get__(
+        self, client: PlannerClient | None, owner: type[PlannerClient]
+    ) -> Streamed[P] | Callable[P, Iterator[PlanEvent]]:
+        if client is None:
+            return self
+
+        @functools.wraps(self._build)
+        def stream(*args: P.args, **kwargs: P.kwargs) -> Iterator[PlanEvent]:
+            return client._events(self._build(*args, **kwargs))
+
+        stream.__doc__ = self.__doc__
+        return stream
 
 
 class PlannerClient:
@@ -37,6 +87,16 @@ class PlannerClient:
     `total_timeout` seconds. Give `http_client` (then left open) or `transport` to choose how
     requests travel; `sleep` and `clock` (monotonic seconds) are for tests.
     """
+
+    plan = Sent(calls.plan)
+    stream = Streamed(calls.plan, calls.STREAM_DOC)
+    replan = Sent(calls.replan)
+    validate = Sent(calls.validate)
+    get = Sent(calls.get)
+    expand = Sent(calls.expand)
+    specialize = Sent(calls.specialize)
+    health = Sent(calls.health)
+    capabilities = Sent(calls.capabilities)
 
     def __init__(
         self,
@@ -76,142 +136,7 @@ class PlannerClient:
         if self._owns_http:
             self._http.close()
 
-    def plan(
-        self,
-        goal: str,
-        constraints: Sequence[str] | None = None,
-        context: Mapping[str, Any] | None = None,
-        *,
-        strategy: Strategy | None = None,
-        budget: Budget | Mapping[str, Any] | None = None,
-        specialize: bool = False,
-        use_cache: bool = True,
-        idempotency_key: str | None = None,
-        max_depth: int | None = None,
-        request_id: str | None = None,
-    ) -> PlanResponse:
-        """POST /plan: a validated, executable plan for `goal`."""
-        body = calls.plan_fields(
-            goal, constraints, context, strategy=strategy, max_depth=max_depth, budget=budget,
-            specialize=specialize, use_cache=use_cache, request_id=request_id,
-        )  # fmt: skip
-        return self._answer(calls.plan_call(body, idempotency_key), PlanResponse)
-
-    def stream(
-        self,
-        goal: str,
-        constraints: Sequence[str] | None = None,
-        context: Mapping[str, Any] | None = None,
-        *,
-        strategy: Strategy | None = None,
-        budget: Budget | Mapping[str, Any] | None = None,
-        specialize: bool = False,
-        use_cache: bool = True,
-        idempotency_key: str | None = None,
-        max_depth: int | None = None,
-        request_id: str | None = None,
-    ) -> Iterator[PlanEvent]:
-        """POST /plan as server-sent events, each as it comes: `plan.started`, `step`s,
-        `plan.reset`s, and last `plan` (its `.plan` is the whole answer). An `error` event
-        is raised as the `PlannerError` /plan would have answered. The request is sent when
-        iteration starts."""
-        body = calls.plan_fields(
-            goal, constraints, context, strategy=strategy, max_depth=max_depth, budget=budget,
-            specialize=specialize, use_cache=use_cache, request_id=request_id,
-        )  # fmt: skip
-        return self._events(calls.plan_call(body, idempotency_key))
-
-    def replan(
-        self,
-        goal: str,
-        *,
-        previous: PlanLike | None = None,
-        plan_id: str | None = None,
-        step_states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike],
-        replan_steps: Sequence[int] | None = None,
-        reason: str | None = None,
-        constraints: Sequence[str] | None = None,
-        context: Mapping[str, Any] | None = None,
-        strategy: Strategy | None = None,
-        budget: Budget | Mapping[str, Any] | None = None,
-        max_replans: int | None = None,
-        idempotency_key: str | None = None,
-        request_id: str | None = None,
-    ) -> PlanResponse:
-        """POST /replan: the plan revised, its finished steps kept. Give exactly one of
-        `previous` (the whole plan) and `plan_id` (a stored plan). `step_states` maps a step
-        number (int or str) to a `StepState`, its JSON, or just its status."""
-        body = calls.plan_fields(
-            goal, constraints, context, strategy=strategy, budget=budget, request_id=request_id
-        )
-        call = calls.replan_call(
-            body, previous=previous, plan_id=plan_id, step_states=step_states,
-            replan_steps=replan_steps, reason=reason, max_replans=max_replans,
-            idempotency_key=idempotency_key,
-        )  # fmt: skip
-        return self._answer(call, PlanResponse)
-
-    def validate(
-        self, steps: Sequence[PlanStep | Mapping[str, Any]], fix: bool = False
-    ) -> ValidateResponse:
-        """POST /plan/validate: every problem of an edited plan (no model call); with `fix`,
-        what /plan would mend is mended and listed in `warnings`."""
-        return self._answer(calls.validate_call(steps, fix), ValidateResponse)
-
-    def get(self, plan_id: str) -> PlanResponse:
-        """GET /plan/{plan_id}: a stored plan, as it was answered."""
-        return self._answer(calls.get_call(plan_id), PlanResponse)
-
-    def expand(
-        self,
-        goal: str,
-        *,
-        step: int,
-        previous: PlanLike | None = None,
-        plan_id: str | None = None,
-        constraints: Sequence[str] | None = None,
-        context: Mapping[str, Any] | None = None,
-        strategy: Strategy | None = None,
-        budget: Budget | Mapping[str, Any] | None = None,
-        idempotency_key: str | None = None,
-        request_id: str | None = None,
-    ) -> PlanResponse:
-        """POST /plan/expand: a new version of the plan with `step` replaced by its
-        sub-plan. Give exactly one of `previous` and `plan_id`."""
-        body = calls.plan_fields(
-            goal, constraints, context, strategy=strategy, budget=budget, request_id=request_id
-        )
-        call = calls.expand_call(
-            body, step=step, previous=previous, plan_id=plan_id, idempotency_key=idempotency_key
-        )
-        return self._answer(call, PlanResponse)
-
-    def specialize(
-        self,
-        step: int,
-        *,
-        previous: PlanLike | None = None,
-        plan_id: str | None = None,
-        goal: str | None = None,
-    ) -> SpecializeResponse:
-        """POST /plan/specialize: the typed input of `step`'s arm. Give exactly one of
-        `previous` and `plan_id`."""
-        call = calls.specialize_call(step, previous=previous, plan_id=plan_id, goal=goal)
-        return self._answer(call, SpecializeResponse)
-
-    def health(self) -> HealthResponse:
-        """GET /health: liveness, the model's and the store's state."""
-        return self._answer(Call("GET", "/health"), HealthResponse)
-
-    def capabilities(self) -> CapabilitiesResponse:
-        """GET /capabilities: the arms, limits, deadline and measured latency."""
-        return self._answer(Call("GET", "/capabilities"), CapabilitiesResponse)
-
-    def _answer(self, call: Call, model: type[wire.Answer]) -> wire.Answer:
-        response = self._send(call, stream=False)
-        return wire.parse_answer(response, model)
-
-    def _events(self, call: Call) -> Iterator[PlanEvent]:
+    def _events(self, call: Call[Any]) -> Iterator[PlanEvent]:
         response = self._send(call, stream=True)
         try:
             if not wire.is_event_stream(response):
@@ -227,35 +152,22 @@ class PlannerClient:
         finally:
             response.close()
 
-    def _send(self, call: Call, *, stream: bool) -> httpx.Response:
+    def _send(self, call: Call[Any], *, stream: bool) -> httpx.Response:
         """The call's 2xx answer (open, when `stream`), after the retries it is worth."""
-        key = call.idempotency_key
-        if key is None and call.method == "POST":
-            key = wire.new_idempotency_key()
+        key = wire.idempotency_key(call)
         accept = SSE_TYPE if stream else "application/json"
-        started = self._clock()
-        attempt = 0
+        tries = Tries(self._policy, self._timeout, self._clock)
         while True:
-            remaining = self._policy.total_seconds - (self._clock() - started)
-            timeout = max(0.001, min(self._timeout, remaining))
             request = wire.build_request(
-                self._http, self.base_url, call, key, self._api_key, timeout, accept
+                self._http, self.base_url, call, key, self._api_key, tries.timeout(), accept
             )
-            cause: Exception | None = None
-            error: PlannerError
             try:
                 response = self._http.send(request, stream=stream)
             except httpx.RequestError as failure:
-                error, cause = wire.transport_error(failure), failure
-            else:
-                if response.is_success:
-                    return response
-                response.read()
-                response.close()
-                error = wire.answer_error(response)
-            remaining = self._policy.total_seconds - (self._clock() - started)
-            wait = self._policy.wait_before(attempt, error, remaining)
-            if wait is None:
-                raise error from cause
-            self._sleep(wait)
-            attempt += 1
+                self._sleep(tries.wait_after(wire.transport_error(failure), failure))
+                continue
+            if response.is_success:
+                return response
+            response.read()
+            response.close()
+            self._sleep(tries.wait_after(wire.answer_error(response)))

@@ -4,12 +4,11 @@ model or an error, and telling a transport failure from an answer."""
 from __future__ import annotations
 
 import uuid
-from typing import TypeVar
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from planner_arm.client.calls import Call
+from planner_arm.client.calls import Answer, Call
 from planner_arm.client.errors import (
     PlannerError,
     ServerError,
@@ -19,22 +18,24 @@ from planner_arm.client.errors import (
 from planner_arm.client.events import PLAN, SSE_TYPE, PlanEvent
 from planner_arm.client.retry import parse_retry_after
 
-Answer = TypeVar("Answer", bound=BaseModel)
 DEFAULT_BASE_URL = "http://localhost:8080"
 # The service's own planning deadline is 10 s by default (/capabilities `timeout_seconds`).
 DEFAULT_TIMEOUT_SECONDS = 60.0
 USER_AGENT = "planner-arm-client"
 
 
-def new_idempotency_key() -> str:
-    """A key for one call, kept across its retries."""
-    return f"client-{uuid.uuid4().hex}"
+def idempotency_key(call: Call[Answer]) -> str | None:
+    """The call's Idempotency-Key, kept across its retries: the caller's, or for a POST
+    without one, one made for it."""
+    if call.idempotency_key is None and call.method == "POST":
+        return f"client-{uuid.uuid4().hex}"
+    return call.idempotency_key
 
 
 def build_request(
     http: httpx.Client | httpx.AsyncClient,
     base_url: str,
-    call: Call,
+    call: Call[Answer],
     key: str | None,
     api_key: str | None,
     timeout: float,
@@ -61,8 +62,9 @@ def transport_error(error: httpx.RequestError) -> TransportError:
     return TransportError(f"no answer from the service: {reason}", code="transport_error")
 
 
-def parse_answer(response: httpx.Response, model: type[Answer]) -> Answer:
-    """The answer's JSON as `model`; an answer of another shape is a ServerError."""
+def parse_answer(response: httpx.Response, call: Call[Answer]) -> Answer:
+    """The answer's JSON as the call's model; an answer of another shape is a ServerError."""
+    model = call.answer
     try:
         return model.model_validate_json(response.content)
     except ValidationError as error:

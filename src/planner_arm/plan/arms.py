@@ -28,7 +28,8 @@ from planner_arm.plan.lexicon import (
     stem,
     words,
 )
-from planner_arm.plan.tools import ToolIndex, name_words
+from planner_arm.plan.tool_index import ToolIndex
+from planner_arm.plan.tools import name_words
 
 # Equal scores go to the arm earlier here: does the step write code, look something up, run
 # something, check results, guard safety? The planner is the answer when nothing matched (the

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from planner_arm.config import ArmSpec, LimitsSettings, WorkedExample
+from planner_arm.limits import ArmSpec, LimitsSettings, WorkedExample
 from planner_arm.plan.tools import ToolItem, arm_specs
 
 

@@ -3,33 +3,27 @@
 A request's `tools` replace the configured arms for that request. Each item is either our arm
 shape (`id`, `description`, optional `input_schema`, `consumes`, `produces`) or the OpenAI
 function-tool shape (`{"type": "function", "function": {"name", "description",
-"parameters"}}`); both become `ArmSpec`s. `ToolIndex` ranks tools against a text with BM25 over
-their names and descriptions (the shortlist of a large tool set, the rule-based tool planner,
-an unknown tool name mapped to the closest one).
+"parameters"}}`); both become `ArmSpec`s. Pydantic only: the client imports these models.
+Ranking tools against a text is `plan/tool_index.py`.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
-from functools import cached_property
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-import bm25s  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner_arm.config import (
+from planner_arm.limits import (
     ARM_DESCRIPTION_MAX_CHARS,
     ARM_ID_MAX_CHARS,
     ARM_ID_PATTERN,
     RESOURCE_PATTERN,
     ArmSpec,
-    WorkedExample,
 )
-from planner_arm.plan.lexicon import stem
 
 ToolId = Annotated[str, Field(min_length=1, max_length=ARM_ID_MAX_CHARS, pattern=ARM_ID_PATTERN)]
 Description = Annotated[str, Field(min_length=1, max_length=ARM_DESCRIPTION_MAX_CHARS)]
@@ -109,90 +103,6 @@ def name_words(name: str) -> str:
     return " ".join(_NOT_WORD.sub(" ", _CAMEL.sub(" ", name)).lower().split())
 
 
-def _squashed(name: str) -> str:
-    return name_words(name).replace(" ", "")
-
-
-class ToolIndex:
-    """BM25 over each tool's name (as words) and description."""
-
-    def __init__(
-        self, specs: Sequence[ArmSpec], notes: Mapping[str, Sequence[str]] | None = None
-    ) -> None:
-        """`notes`: more text per tool id — the requests of worked examples that call it,
-        which say in a user's words what the tool is for."""
-        self.specs = list(specs)
-        self.ids = [spec.id for spec in self.specs]
-        self._notes = notes or {}
-        self._by_squashed = {_squashed(spec.id): spec.id for spec in self.specs}
-
-    @cached_property
-    def _retriever(self) -> bm25s.BM25:
-        corpus = [
-            " ".join([name_words(spec.id), spec.description, *self._notes.get(spec.id, ())])
-            for spec in self.specs
-        ]
-        retriever = bm25s.BM25()
-        retriever.index(_tokens(corpus), show_progress=False)
-        return retriever
-
-    def scores(self, text: str) -> list[float]:
-        """Each tool's BM25 score for `text`, in the order of the tools."""
-        words = _tokens([text], ids=False)[0]
-        known = [word for word in words if word in self._vocabulary]
-        if not known:
-            return [0.0] * len(self.specs)
-        return [float(score) for score in self._retriever.get_scores(known)]
-
-    @cached_property
-    def _vocabulary(self) -> frozenset[str]:
-        return frozenset(self._retriever.vocab_dict)
-
-    def ranked(self, text: str) -> list[tuple[str, float]]:
-        """Every tool with its score for `text`, best first (ties in the given order)."""
-        scores = self.scores(text)
-        order = sorted(range(len(scores)), key=lambda index: (-scores[index], index))
-        return [(self.ids[index], scores[index]) for index in order]
-
-    def named_in(self, text: str) -> list[str]:
-        """The tools whose name the text spells out (as written, or as words)."""
-        plain = f" {name_words(text)} "
-        return [
-            spec.id
-            for spec in self.specs
-            if spec.id in text
-            or (len(name_words(spec.id)) > 3 and f" {name_words(spec.id)} " in plain)
-        ]
-
-    def shortlist(self, text: str, size: int) -> list[str]:
-        """The `size` tools most relevant to `text`, and every tool it names, in the tools'
-        own order (a stable prompt)."""
-        chosen = dict.fromkeys(self.named_in(text))
-        # The request as a whole and each piece of work it asks for take turns: a tool that
-        # one short piece needs is not crowded out by the words of the others.
-        rankings = [self.ranked(text), *(self.ranked(piece) for piece in request_pieces(text))]
-        for rank in range(len(self.ids)):
-            for ranking in rankings:
-                if len(chosen) >= size:
-                    return [tool for tool in self.ids if tool in chosen]
-                tool, score = ranking[rank]
-                if score > 0:
-                    chosen.setdefault(tool)
-            if all(ranking[rank][1] <= 0 for ranking in rankings):
-                break
-        return [tool for tool in self.ids if tool in chosen]
-
-    def closest_name(self, name: str) -> str | None:
-        """The registered tool a misspelt or differently written name most likely means."""
-        squashed = _squashed(name)
-        if not squashed:
-            return None
-        if squashed in self._by_squashed:
-            return self._by_squashed[squashed]
-        close = difflib.get_close_matches(squashed, list(self._by_squashed), n=1, cutoff=0.8)
-        return self._by_squashed[close[0]] if close else None
-
-
 # Where one piece of work in a request ends and the next begins.
 _PIECES = re.compile(
     r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:and then|then|after that|afterwards|finally|also|and)\b\s+",
@@ -213,73 +123,3 @@ def request_pieces(text: str) -> list[str]:
         if len(piece.split()) >= _MIN_PIECE_WORDS:
             pieces.append(piece)
     return pieces or [text.strip()]
-
-
-class ExampleIndex:
-    """BM25 over worked examples' requests: the solved requests most like a new one."""
-
-    def __init__(self, examples: Sequence[WorkedExample]) -> None:
-        self.examples = list(examples)
-
-    @cached_property
-    def _retriever(self) -> bm25s.BM25 | None:
-        if not self.examples:
-            return None
-        retriever = bm25s.BM25()
-        retriever.index(
-            _tokens([example.request for example in self.examples]), show_progress=False
-        )
-        return retriever
-
-    def notes(self, tool_ids: Sequence[str]) -> dict[str, list[str]]:
-        """For each of these tools, the requests of the examples that call it (examples over
-        other tools too are left out)."""
-        known = set(tool_ids)
-        notes: dict[str, list[str]] = {}
-        for example in self.examples:
-            tools = {step.tool for step in example.steps}
-            if tools <= known:
-                for tool in tools:
-                    notes.setdefault(tool, []).append(example.request)
-        return notes
-
-    def similar(
-        self, text: str, tool_ids: Sequence[str], count: int, max_chars: int
-    ) -> list[WorkedExample]:
-        """Up to `count` examples over these tools only, most similar to `text` first, whose
-        JSON together stays within `max_chars`."""
-        retriever = self._retriever
-        if retriever is None or count <= 0:
-            return []
-        known = set(tool_ids)
-        words = [word for word in _tokens([text], ids=False)[0] if word in retriever.vocab_dict]
-        scores = retriever.get_scores(words) if words else [0.0] * len(self.examples)
-        order = sorted(range(len(self.examples)), key=lambda index: (-scores[index], index))
-        chosen: list[WorkedExample] = []
-        used = 0
-        for index in order:
-            example = self.examples[index]
-            if not words or scores[index] <= 0:
-                break
-            if any(step.tool not in known for step in example.steps):
-                continue
-            size = len(example.model_dump_json())
-            if used + size > max_chars:
-                continue
-            chosen.append(example)
-            used += size
-            if len(chosen) == count:
-                break
-        return chosen
-
-
-def _stems(words: list[str]) -> list[str]:
-    return [stem(word) for word in words]
-
-
-def _tokens(texts: list[str], ids: bool = True) -> Any:
-    """Lower-cased words without English stopwords, each reduced to its stem ("movies" and
-    "movie" agree)."""
-    return bm25s.tokenize(
-        texts, stopwords="en", stemmer=_stems, return_ids=ids, show_progress=False
-    )

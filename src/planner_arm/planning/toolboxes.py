@@ -18,7 +18,8 @@ from planner_arm.config import ArmSpec, PlanningSettings, Settings, WorkedExampl
 from planner_arm.llm.prompts import system_prompt, tools_system_prompt
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.plan.tools import ExampleIndex, tool_set_key
+from planner_arm.plan.tool_index import ExampleIndex
+from planner_arm.plan.tools import tool_set_key
 from planner_arm.plan.validation import PlanRules, profile_of
 from planner_arm.rules.planner import RuleBasedPlanner
 

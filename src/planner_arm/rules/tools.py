@@ -14,7 +14,8 @@ from typing import Any
 
 from planner_arm.plan.arms import ArmResolver, typical_cost_tier, typical_duration_seconds
 from planner_arm.plan.draft import DraftPlan, DraftStep
-from planner_arm.plan.tools import ToolIndex, request_pieces
+from planner_arm.plan.tool_index import ToolIndex
+from planner_arm.plan.tools import request_pieces
 
 # A piece's tool must score at least this share of the best piece's best match: a piece
 # that only chats ("Who played in it?") adds no step.

@@ -1,0 +1,203 @@
+"""The MCP server in the app, spoken to by the SDK's own client over streamable HTTP (the app
+in process through an ASGI transport, its lifespan running; no model, so every plan is the
+rule-based planner's): tools with the service's schemas, the same plans as the HTTP API,
+plans as resources, progress per step, errors as tool errors, and the API keys."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.types import TextContent, TextResourceContents
+
+from planner_arm.api.app import create_app
+from planner_arm.config import Settings
+from planner_arm.errors import PlanNotFound
+from planner_arm.mcp_server import tool_error_text
+from planner_arm.plan.schemas import PlanResponse
+from support.app import make_settings, with_lifespan
+from support.invariants import assert_valid_plan
+
+GOAL = "Fix authentication bug and add tests"
+BASE = "http://planner"
+KEY = "key-one-0123456789"
+TOOLS = {"plan", "replan", "validate_plan", "expand_step", "specialize_step", "get_plan"}
+
+
+@asynccontextmanager
+async def served_app(settings: Settings | None = None) -> AsyncIterator[httpx.AsyncClient]:
+    """The app with its lifespan running, and an HTTP client of it (no key of its own). Not a
+    fixture: the MCP session manager's task group must close in the task that opened it."""
+    settings = settings or make_settings(llm=False)
+    app = create_app(settings, http_client=httpx.AsyncClient(), rng=random.Random(7))
+    async with with_lifespan(app) as served:
+        transport = httpx.ASGITransport(app=served, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+            yield http
+
+
+@asynccontextmanager
+async def mcp_session(
+    http: httpx.AsyncClient, key: str | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized SDK client session with the app's /mcp, sending `key` if given."""
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    async with (
+        httpx.AsyncClient(transport=http._transport, headers=headers) as client,
+        streamable_http_client(f"{BASE}/mcp", http_client=client) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def error_text(result: Any) -> str:
+    assert result.isError is True
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def test_the_tools_carry_the_services_own_schemas() -> None:
+    async with served_app() as http:
+        async with mcp_session(http) as session:
+            listed = (await session.list_tools()).tools
+        tools = {tool.name: tool for tool in listed}
+        assert set(tools) == TOOLS
+        plan = tools["plan"]
+        request = plan.inputSchema["properties"]["request"]
+        request_schema = plan.inputSchema["$defs"][request["$ref"].rsplit("/", 1)[-1]]
+        assert request_schema["properties"]["goal"]["maxLength"] == 8_000  # the config's limit
+        assert plan.outputSchema is not None
+        assert set(PlanResponse.model_fields) <= set(plan.outputSchema["properties"])
+        assert tools["get_plan"].annotations is not None
+        assert tools["get_plan"].annotations.readOnlyHint is True
+
+
+async def test_plan_answers_the_plan_the_http_api_stores() -> None:
+    async with served_app() as http:
+        async with mcp_session(http) as session:
+            result = await session.call_tool("plan", {"request": {"goal": GOAL}})
+        assert result.isError is False
+        assert result.structuredContent is not None
+        answer = PlanResponse.model_validate(result.structuredContent)
+        assert_valid_plan(result.structuredContent)
+        stored = await http.get(f"/plan/{answer.plan_id}")
+        assert stored.status_code == 200
+        assert PlanResponse.model_validate(stored.json()) == answer
+        # The same request to the HTTP API is the same plan (the rule-based planner's, cached).
+        direct = await http.post("/plan", json={"goal": GOAL})
+        assert [step["action"] for step in direct.json()["plan"]] == [s.action for s in answer.plan]
+
+
+async def test_replan_after_a_failed_step_keeps_the_finished_one() -> None:
+    async with served_app() as http:
+        async with mcp_session(http) as session:
+            first = await session.call_tool("plan", {"request": {"goal": GOAL}})
+            assert first.structuredContent is not None
+            plan_id = first.structuredContent["plan_id"]
+            states = {"1": {"status": "completed", "output": "found"}, "2": {"status": "failed"}}
+            result = await session.call_tool(
+                "replan", {"request": {"goal": GOAL, "plan_id": plan_id, "step_states": states}}
+            )
+            fetched = await session.call_tool("get_plan", {"plan_id": plan_id})
+        assert result.isError is False
+        revised = result.structuredContent
+        assert revised is not None
+        assert_valid_plan(revised, consecutive=False)
+        assert revised["parent_plan_id"] == plan_id
+        assert revised["plan"][0] == first.structuredContent["plan"][0]
+        assert fetched.structuredContent == first.structuredContent
+
+
+async def test_a_plan_is_a_resource() -> None:
+    async with served_app() as http:
+        async with mcp_session(http) as session:
+            templates = (await session.list_resource_templates()).resourceTemplates
+            made = await session.call_tool("plan", {"request": {"goal": GOAL}})
+            assert made.structuredContent is not None
+            plan_id = made.structuredContent["plan_id"]
+            read = await session.read_resource(f"plan://{plan_id}")  # type: ignore[arg-type]
+        assert [template.uriTemplate for template in templates] == ["plan://{plan_id}"]
+        content = read.contents[0]
+        assert isinstance(content, TextResourceContents)
+        assert content.mimeType == "application/json"
+        assert json.loads(content.text) == made.structuredContent
+
+
+async def test_each_step_is_reported_as_progress() -> None:
+    async with served_app() as http:
+        reported: list[tuple[float, str | None]] = []
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            reported.append((done, message))
+
+        async with mcp_session(http) as session:
+            result = await session.call_tool(
+                "plan", {"request": {"goal": GOAL}}, progress_callback=progress
+            )
+            quiet = await session.call_tool(
+                "plan", {"request": {"goal": "Write the release notes"}}
+            )
+        assert result.structuredContent is not None
+        steps = result.structuredContent["plan"]
+        assert [done for done, _ in reported] == [float(n) for n in range(1, len(steps) + 1)]
+        assert [message for _, message in reported] == [
+            f"step {step['step']}: {step['action']} ({step['required_arm']})" for step in steps
+        ]
+        assert quiet.isError is False  # without a progressToken: the plain answer
+
+
+async def test_a_bad_request_is_a_tool_error_and_the_session_goes_on() -> None:
+    async with served_app() as http:
+        async with mcp_session(http) as session:
+            blank = await session.call_tool("plan", {"request": {"goal": "   "}})
+            missing = await session.call_tool("get_plan", {"plan_id": "no-such-plan"})
+            unknown_step = await session.call_tool(
+                "expand_step", {"request": {"goal": GOAL, "plan_id": "no-such-plan", "step": 2}}
+            )
+            after = await session.call_tool("plan", {"request": {"goal": GOAL}})
+        assert error_text(blank).startswith("invalid_request: request.goal")
+        assert error_text(missing) == (
+            "plan_not_found: No plan with id 'no-such-plan' is stored (or it has expired)."
+        )
+        assert error_text(unknown_step).startswith("plan_not_found: ")
+        assert after.isError is False
+
+
+async def test_mcp_is_behind_the_api_keys() -> None:
+    settings = make_settings(llm=False, auth={"api_keys": [KEY]})
+    async with served_app(settings) as http:
+        refused = await http.post(
+            "/mcp",
+            headers={"authorization": "Bearer wrong-key", "accept": "application/json"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        )
+        missing = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        no_stream = await http.get("/mcp", headers={"authorization": f"Bearer {KEY}"})
+        async with mcp_session(http, key=KEY) as session:
+            tools = (await session.list_tools()).tools
+    assert refused.status_code == 401
+    assert refused.json()["error"] == "unauthorized"
+    assert refused.json()["detail"] == "the API key is not valid"
+    assert refused.headers["www-authenticate"].startswith("Bearer")
+    assert (missing.status_code, missing.json()["error"]) == (401, "unauthorized")
+    # Stateless: no server-to-client stream to open, so a GET is the protocol's 405.
+    assert (no_stream.status_code, no_stream.json()["error"]) == (405, "method_not_allowed")
+    assert {tool.name for tool in tools} == TOOLS
+
+
+def test_an_unexpected_failure_is_named_but_not_shown() -> None:
+    failure = RuntimeError("secret internals")
+    assert tool_error_text(failure, ToolError("x")) == (
+        "internal_error: the planner failed unexpectedly; the service log has the cause"
+    )
+    assert tool_error_text(PlanNotFound("gone"), ToolError("x")) == "plan_not_found: gone"
+    assert tool_error_text(None, ToolError("Unknown tool: nope")) == "Unknown tool: nope"
