@@ -96,8 +96,9 @@ def test_bad_values_name_the_field(
         ("arm_aliases: {admin: root}\n", "arm_aliases: points at unknown arm(s) ['root']"),
         ("model: {temprature: 0.2}\n", "model.temprature"),
         (
+            "planning: {profile: agents}\n"
             "arms: [{id: coder, capabilities: [code], description: Writes code}]\n",
-            "require_validation_step needs an arm with id 'judge'",
+            "the agents profile needs an arm with id 'judge'",
         ),
         ("planning: [1, 2]\n", "planning"),
         ("- just\n- a list\n", "must hold a mapping"),

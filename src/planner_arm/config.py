@@ -426,4 +426,13 @@ def load_settings(**overrides: Any) -> Settings:
 
 def default_settings_dict() -> dict[str, Any]:
     """The built-in defaults as plain data: the shipped planner-config.yaml must match it."""
-    return Settings.model_construct().model_dump(mode="json", exclude={"api_key", "auth"})
+    data = Settings.model_construct().model_dump(mode="json", exclude={"api_key", "auth"})
+    # The built-in arms leave a tool's optional fields out.
+    data["arms"] = [
+        {key: value for key, value in arm.items() if key not in _TOOL_ONLY or value}
+        for arm in data["arms"]
+    ]
+    return data
+
+
+_TOOL_ONLY = {"input_schema", "consumes", "produces"}

@@ -33,7 +33,13 @@ SERVER_ONLY = {
     "typer",
     "mcp",
 }
-CLIENT_MODULES = {"planner_arm", "planner_arm.errors", "planner_arm.limits", "planner_arm.plan"}
+CLIENT_MODULES = {
+    "planner_arm",
+    "planner_arm.errors",
+    "planner_arm.limits",
+    "planner_arm.plan",
+    "planner_arm.plan.tools",
+}
 CLIENT_PACKAGES = ("planner_arm.client", "planner_arm.plan.schemas", "planner_arm.plan.endpoint")
 LOADED = """
 import json, sys

@@ -115,10 +115,9 @@ class ArmResolver:
     def resolve(self, given: str | None, action: str, criteria: Sequence[str] = ()) -> ArmChoice:
         """The registered arm for a step: the given name when it is one, mended if close."""
         text = (given or "").strip()
-        if self.index is not None:
-            reconciled = self._tool_in_action(text, action)
-            if reconciled is not None:
-                return reconciled
+        reconciled = self._tool_in_action(text, action) if self.index is not None else None
+        if reconciled is not None:
+            return reconciled
         if not text:
             described = self._best_described("", action) if self.index is not None else None
             arm = described or self.select(action, criteria)
@@ -126,6 +125,10 @@ class ArmResolver:
         if text in self.arm_ids:
             note = None if given == text else f"'{_short(text)}' -> {text}"
             return ArmChoice(text, repair("arm_normalised", note) if note else None)
+        return self._named(text) or self._unknown(text, action, criteria)
+
+    def _named(self, text: str) -> ArmChoice | None:
+        """The arm a name means when it is one written differently, or an alias."""
         key = text.lower()
         for candidate in dict.fromkeys((key, _ARM_SUFFIX.sub("", key))):
             if candidate in self._lower:
@@ -134,11 +137,15 @@ class ArmResolver:
             if candidate in self.aliases:
                 target = self.aliases[candidate]
                 return ArmChoice(target, repair("arm_alias", f"{candidate} -> {target}"))
+        return None
+
+    def _unknown(self, text: str, action: str, criteria: Sequence[str]) -> ArmChoice:
+        """An unknown name: the closest tool (by name, then by name and description), or for
+        the built-in arms the arm the step's text points at."""
         if self.index is not None:
             closest = self.index.closest_name(text) or self._best_described(text, action)
             if closest is not None:
-                note = f"'{_short(text)}' -> {closest}"
-                return ArmChoice(closest, repair("tool_closest", note))
+                return ArmChoice(closest, repair("tool_closest", f"'{_short(text)}' -> {closest}"))
         arm = self.select(action, criteria)
         return ArmChoice(arm, repair("arm_selected", f"'{_short(text)}' -> {arm}"))
 

@@ -388,34 +388,39 @@ def _merged_to_bound(draft: DraftPlan, rules: PlanRules, repairs: list[str]) -> 
     """A plan a few steps over the bound, mended: a step that needs only the one before it
     (the same arm first) is merged into it, until the model's steps fit. Plans whose steps
     are not all numbered uniquely are left as they are (the count error asks the model)."""
-    steps = list(draft.steps)
+    steps = draft.steps
     closing = bool(steps) and rules.require_validation_step and steps[-1].required_arm == JUDGE_ARM
     own = steps[:-1] if closing else steps
-    numbers = [step.step for step in own]
-    if len(own) <= rules.max_steps or None in numbers or len(set(numbers)) != len(numbers):
+    if len(own) <= rules.max_steps or not _numbered_uniquely(own):
         return draft
-    steps = [replace(step, depends_on=list(step.depends_on)) for step in steps]
-    own = steps[:-1] if closing else steps
+    own = [replace(step, depends_on=list(step.depends_on)) for step in own]
+    last = [replace(steps[-1], depends_on=list(steps[-1].depends_on))] if closing else []
     while len(own) > rules.max_steps:
         pair = _mergeable(own)
         if pair is None:
             break
         first, second = own[pair], own[pair + 1]
-        merged = _merged(first, second)
         repairs.append(repair("steps_merged", f"step {second.step} into step {first.step}"))
-        own = [*own[:pair], merged, *own[pair + 2 :]]
-        gone, kept = second.step, first.step
-        # Every step is numbered here (checked above).
-        assert gone is not None
-        assert kept is not None
-        for step in [*own, *steps[-1:]] if closing else own:
-            if gone in step.depends_on:
-                step.depends_on = sorted({*step.depends_on} - {gone} | {kept})
-    if closing:
-        last = steps[-1]
-        last.depends_on = [dep for dep in last.depends_on if dep in {s.step for s in own}]
-        own = [*own, last]
-    return replace(draft, steps=own)
+        own = [*own[:pair], _merged(first, second), *own[pair + 2 :]]
+        _redirect([*own, *last], second.step, first.step)
+    for step in last:
+        kept = {other.step for other in own}
+        step.depends_on = [dep for dep in step.depends_on if dep in kept]
+    return replace(draft, steps=[*own, *last])
+
+
+def _numbered_uniquely(steps: list[DraftStep]) -> bool:
+    numbers = [step.step for step in steps]
+    return None not in numbers and len(set(numbers)) == len(numbers)
+
+
+def _redirect(steps: list[DraftStep], gone: int | None, kept: int | None) -> None:
+    """Dependencies on step `gone` now name step `kept` (numbered steps only)."""
+    if gone is None or kept is None:
+        return
+    for step in steps:
+        if gone in step.depends_on:
+            step.depends_on = sorted({*step.depends_on} - {gone} | {kept})
 
 
 def _mergeable(steps: list[DraftStep]) -> int | None:

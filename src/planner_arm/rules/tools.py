@@ -28,20 +28,7 @@ def tool_plan(
 ) -> DraftPlan:
     """A plan of tool calls for `goal`, at most `max_steps` of them."""
     index = resolver.index or ToolIndex(resolver.arms)
-    pieces = request_pieces(goal)
-    overall = index.ranked(goal)
-    best = [index.ranked(piece)[0][1] if index.ids else 0.0 for piece in pieces]
-    floor = _RELATIVE_FLOOR * max(best, default=0.0)
-    chosen: list[tuple[str, str]] = []
-    for piece in pieces:
-        tool, score = _best_unused(index, piece, {tool for tool, _ in chosen})
-        if tool is not None and score > 0 and score >= floor:
-            chosen.append((tool, piece))
-    for named in index.named_in(goal):  # a tool the request names is wanted
-        if named not in {tool for tool, _ in chosen}:
-            chosen.append((named, goal))
-    if not chosen:
-        chosen = [(overall[0][0] if overall else resolver.arm_ids[0], goal)]
+    chosen = _chosen_tools(index, goal) or [(_best_overall(index, resolver, goal), goal)]
     steps = [
         DraftStep(
             action=_action(tool, piece),
@@ -56,6 +43,27 @@ def tool_plan(
     ]
     names = ", ".join(step.required_arm for step in steps)
     return DraftPlan(steps, f"The tools the request calls for, in its order: {names}.")
+
+
+def _chosen_tools(index: ToolIndex, goal: str) -> list[tuple[str, str]]:
+    """Each piece of work's best tool (each tool once, a weak match left out), then any tool
+    the request names, with the piece it is for."""
+    pieces = request_pieces(goal)
+    best = [index.ranked(piece)[0][1] if index.ids else 0.0 for piece in pieces]
+    floor = _RELATIVE_FLOOR * max(best, default=0.0)
+    chosen: dict[str, str] = {}
+    for piece in pieces:
+        tool, score = _best_unused(index, piece, set(chosen))
+        if tool is not None and score > 0 and score >= floor:
+            chosen[tool] = piece
+    for named in index.named_in(goal):  # a tool the request names is wanted
+        chosen.setdefault(named, goal)
+    return list(chosen.items())
+
+
+def _best_overall(index: ToolIndex, resolver: ArmResolver, goal: str) -> str:
+    ranked = index.ranked(goal)
+    return ranked[0][0] if ranked else resolver.arm_ids[0]
 
 
 def _best_unused(index: ToolIndex, piece: str, used: set[str]) -> tuple[str | None, float]:
