@@ -211,3 +211,33 @@ async def test_configured_worked_examples_are_used_for_a_request_over_their_tool
     built_in = json.loads(chat_route.calls[1].request.content)["messages"][1]["content"]
     assert "Search the movie Heat" in with_tools
     assert "Search the movie Heat" not in built_in
+
+
+async def test_links_follow_the_types_the_tools_declare(chat_route: respx.Route) -> None:
+    tools = [
+        {"id": "text_to_image", "description": "Draw an image from text", "consumes": ["text"],
+         "produces": ["image"]},
+        {"id": "image_caption", "description": "Describe an image in words",
+         "consumes": ["image"], "produces": ["text"]},
+        {"id": "translate", "description": "Translate text", "consumes": ["text"],
+         "produces": ["text"]},
+    ]  # fmt: skip
+    chat_route.return_value = answer(
+        {
+            "plan": [
+                {"step": 1, "tool": "text_to_image", "action": "draw it", "depends_on": []},
+                # Needs the image of step 1, but the model linked nothing.
+                {"step": 2, "tool": "image_caption", "action": "caption it", "depends_on": []},
+                # Consumes text, but the model linked it to the image step only.
+                {"step": 3, "tool": "translate", "action": "translate it", "depends_on": [1]},
+            ]
+        }
+    )
+    async with running_app(make_settings()) as client:
+        response = await client.post("/plan", json={"goal": "Draw a cat", "tools": tools})
+    body = response.json()
+    assert response.status_code == 200, body
+    assert _steps(body) == [("text_to_image", []), ("image_caption", [1]), ("translate", [2])]
+    codes = [entry["code"] for entry in body["metadata"]["repairs"]]
+    assert "link_type_mismatch" in codes
+    assert "link_added_by_type" in codes

@@ -7,12 +7,12 @@ Steps are named in repair and error details by the numbers the model gave them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from graphlib import CycleError
 from typing import Literal
 
-from planner_arm.config import PlanningSettings, Settings
+from planner_arm.config import ArmSpec, PlanningSettings, Settings
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arms import typical_cost_tier, typical_duration_seconds
 from planner_arm.plan.dag import (
@@ -50,6 +50,8 @@ REPAIR_CODES = frozenset(
         "judge_step_appended",
         "final_check_dependencies",  # the final judge step did not depend on every step
         "steps_merged",  # over the step bound: a step merged into the one it follows
+        "link_type_mismatch",  # a link between tools whose declared types do not meet
+        "link_added_by_type",  # a step's consumed type linked to the step that produces it
     }
 )
 ERROR_CODES = frozenset(
@@ -67,6 +69,10 @@ class PlanRules:
     arm_ids: tuple[str, ...]
     # With require_validation_step: the final judge step depends on every other step.
     require_dependency_check: bool = True
+    # Per tool that declares them: the resource types it consumes and produces.
+    resources: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(
+        default_factory=dict, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_steps <= self.max_steps:
@@ -84,6 +90,15 @@ class PlanRules:
     @classmethod
     def from_settings(cls, settings: Settings) -> PlanRules:
         return cls.for_arms(settings.planning, settings.arm_ids)
+
+    def with_resources(self, arms: Sequence[ArmSpec]) -> PlanRules:
+        """These rules, checking links against the types the arms declare."""
+        typed = {
+            arm.id: (frozenset(arm.consumes), frozenset(arm.produces))
+            for arm in arms
+            if arm.consumes or arm.produces
+        }
+        return replace(self, resources=typed) if typed else self
 
     @classmethod
     def for_arms(cls, planning: PlanningSettings, arm_ids: Sequence[str]) -> PlanRules:
@@ -141,6 +156,8 @@ def validate_plan(draft: DraftPlan, rules: PlanRules) -> ValidPlan:
     """Check and mend `draft`; raise PlanValidationError naming every rule it still breaks."""
     repairs: list[str] = []
     draft = _merged_to_bound(draft, rules, repairs)
+    if rules.resources:
+        draft = typed_links(draft, rules.resources, repairs)
     given = [step.step for step in draft.steps]
     errors: list[tuple[str, str]] = []
 
@@ -407,6 +424,62 @@ def _merged_to_bound(draft: DraftPlan, rules: PlanRules, repairs: list[str]) -> 
         kept = {other.step for other in own}
         step.depends_on = [dep for dep in step.depends_on if dep in kept]
     return replace(draft, steps=[*own, *last])
+
+
+def typed_links(
+    draft: DraftPlan,
+    resources: Mapping[str, tuple[frozenset[str], frozenset[str]]],
+    repairs: list[str],
+) -> DraftPlan:
+    """Links checked against what the tools declare: a link from a step whose tool produces
+    nothing the next one consumes is dropped (`link_type_mismatch`); a step whose tool
+    consumes a type that none of its dependencies produces gets a link from the nearest
+    earlier step that produces it (`link_added_by_type`). Tools that declare nothing are left
+    as they are."""
+    if not _numbered_uniquely(draft.steps):
+        return draft
+    steps = [replace(step, depends_on=list(step.depends_on)) for step in draft.steps]
+    by_number = {step.step: step for step in steps}
+    for pos, step in enumerate(steps):
+        consumes = resources.get(step.required_arm, (frozenset(), frozenset()))[0]
+        if not consumes:
+            continue
+        kept = []
+        for dep in step.depends_on:
+            produces = _produces(by_number.get(dep), resources)
+            if produces and not produces & consumes:
+                repairs.append(repair("link_type_mismatch", f"step {dep} -> step {step.step}"))
+                continue
+            kept.append(dep)
+        step.depends_on = kept
+        fed = set().union(*(_produces(by_number.get(dep), resources) for dep in kept))
+        if not fed & consumes:
+            source = _nearest_producer(steps[:pos], consumes, resources)
+            if source is not None and source.step not in kept:
+                step.depends_on = sorted([*kept, source.step])  # type: ignore[list-item]
+                repairs.append(
+                    repair("link_added_by_type", f"step {source.step} -> step {step.step}")
+                )
+    return replace(draft, steps=steps)
+
+
+def _produces(
+    step: DraftStep | None, resources: Mapping[str, tuple[frozenset[str], frozenset[str]]]
+) -> frozenset[str]:
+    if step is None:
+        return frozenset()
+    return resources.get(step.required_arm, (frozenset(), frozenset()))[1]
+
+
+def _nearest_producer(
+    earlier: list[DraftStep],
+    consumes: frozenset[str],
+    resources: Mapping[str, tuple[frozenset[str], frozenset[str]]],
+) -> DraftStep | None:
+    for step in reversed(earlier):
+        if _produces(step, resources) & consumes:
+            return step
+    return None
 
 
 def _numbered_uniquely(steps: list[DraftStep]) -> bool:

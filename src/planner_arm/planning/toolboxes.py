@@ -78,7 +78,7 @@ def build_toolbox(
     examples: ExampleIndex,
 ) -> Toolbox:
     ids = [arm.id for arm in arms]
-    rules = PlanRules.for_arms(planning, ids)
+    rules = PlanRules.for_arms(planning, ids).with_resources(arms)
     tools = profile_of(planning, ids) == "tools"
     notes = examples.notes(ids) if tools else None
     resolver = ArmResolver(arms, aliases, tools=tools, tool_notes=notes)
