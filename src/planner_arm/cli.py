@@ -256,7 +256,7 @@ def _validate_here(steps: Any, fix: bool) -> Any:
     body = ValidateRequest(plan=steps, fix=fix)
 
     async def check(service: Service) -> Any:
-        return service.plans.validate(body, "cli")
+        return await service.plans.validate(body, "cli")
 
     return run_in_process(check)
 

@@ -128,7 +128,7 @@ class AsyncPlannerClient:
         *,
         previous: PlanLike | None = None,
         plan_id: str | None = None,
-        step_states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike],
+        step_states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike] | None = None,
         replan_steps: Sequence[int] | None = None,
         reason: str | None = None,
         constraints: Sequence[str] | None = None,

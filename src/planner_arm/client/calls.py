@@ -83,12 +83,13 @@ def _one_plan(previous: PlanLike | None, plan_id: str | None) -> dict[str, Any]:
 
 
 def step_states_json(
-    states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike],
+    states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike] | None,
 ) -> dict[str, Any]:
-    """`step_states` keyed by step number as text, whether given as int or str keys."""
+    """`step_states` keyed by step number as text, whether given as int or str keys; a bare
+    status is sent as it is (the API takes `{"1": "completed"}` too)."""
     out: dict[str, Any] = {}
-    for step, state in states.items():
-        out[str(step)] = {"status": state} if isinstance(state, str) else _json(state)
+    for step, state in (states or {}).items():
+        out[str(step)] = state if isinstance(state, str) else _json(state)
     return out
 
 
@@ -101,13 +102,15 @@ def replan_call(
     *,
     previous: PlanLike | None,
     plan_id: str | None,
-    step_states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike],
+    step_states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike] | None,
     replan_steps: Sequence[int] | None,
     reason: str | None,
     max_replans: int | None,
     idempotency_key: str | None,
 ) -> Call:
-    body = {**body, **_one_plan(previous, plan_id), "step_states": step_states_json(step_states)}
+    body = {**body, **_one_plan(previous, plan_id)}
+    if step_states:
+        body["step_states"] = step_states_json(step_states)
     if replan_steps:
         body["replan_steps"] = list(replan_steps)
     if reason is not None:

@@ -55,6 +55,16 @@ def ancestors_of_each(steps: Sequence[StepLike]) -> dict[int, frozenset[int]]:
     return {number: _walk(direct, number) for number in direct}
 
 
+def descendants(steps: Sequence[StepLike], number: int) -> frozenset[int]:
+    """Every step that depends on step `number`, directly or through others (one walk)."""
+    waiting: dict[int, list[int]] = {step.step: [] for step in steps}
+    for step in steps:
+        for dep in step.depends_on:
+            if dep in waiting:
+                waiting[dep].append(step.step)
+    return _walk(waiting, number)
+
+
 def _walk(direct: dict[int, list[int]], number: int) -> frozenset[int]:
     # A walk, not a recursion: long chains, cycles and missing steps only end it.
     seen: set[int] = set()

@@ -26,6 +26,7 @@ from planner_arm.plan.dag import (
     JUDGE_ARM,
     ancestors,
     complete_final_check,
+    descendants,
     stable_topological_order,
 )
 from planner_arm.plan.schemas import PlanStep, PlanTreeNode
@@ -194,7 +195,8 @@ def surroundings(steps: Sequence[PlanStep], number: int) -> tuple[list[PlanStep]
     """The steps `number` waits for (directly or not) and the steps that wait for it."""
     listed = list(steps)
     before = ancestors(listed, number)
-    after = [step for step in listed if number in ancestors(listed, step.step)]
+    waiting = descendants(listed, number)
+    after = [step for step in listed if step.step in waiting]
     return [step for step in listed if step.step in before], after
 
 

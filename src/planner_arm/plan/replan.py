@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from graphlib import CycleError
 
@@ -99,7 +100,10 @@ def replan_scope(
     previous answer's `replan_count` is trusted.
     """
     count = previous.replan_count if replan_count is None else replan_count
-    limit = default_max_replans if request.max_replans is None else request.max_replans
+    # A caller may ask for fewer replans than the service allows, never for more.
+    limit = default_max_replans
+    if request.max_replans is not None:
+        limit = min(limit, request.max_replans)
     counted = counts_toward_limit(request)
     if counted and count >= limit:
         raise ReplanLimitReached(count, limit)
@@ -287,13 +291,57 @@ def _match_finished(
 
 
 def _match_by_content(steps: list[DraftStep], finished: dict[int, PlanStep]) -> list[int | None]:
+    """For each revised step, the finished step most alike (the highest number of equals),
+    if alike enough. Each finished action is read once, and a pair whose shared words alone
+    keep it under the threshold (or under the best so far) is never compared in order, so a
+    large plan costs little."""
+    kept = []
+    exact: dict[tuple[str, ...], int] = {}
+    # Highest number first: the first of equal scores is then the one to take.
+    for number, done in sorted(finished.items(), reverse=True):
+        done_words = tuple(_WORD.findall(done.action.lower()))
+        exact.setdefault(done_words, number)
+        matcher = difflib.SequenceMatcher(None, autojunk=False)
+        matcher.set_seq2(done_words)  # its index is built once, for every revised step
+        kept.append((number, _Words(done_words), matcher))
     alias: list[int | None] = [None] * len(steps)
     for pos, step in enumerate(steps):
-        scored = [(action_similarity(step.action, f.action), n) for n, f in finished.items()]
-        best = max(scored, default=(0.0, 0))
-        if best[0] >= SAME_STEP_SIMILARITY:
-            alias[pos] = best[1]
+        words = _Words(tuple(_WORD.findall(step.action.lower())))
+        if words.seq in exact:  # the same words: nothing is more alike
+            alias[pos] = exact[words.seq]
+            continue
+        best, best_number = SAME_STEP_SIMILARITY, None
+        for number, other, matcher in kept:
+            bound = words.most_alike(other)  # what ratio() can reach at most
+            if bound < best or (best_number is not None and bound == best):
+                continue
+            matcher.set_seq1(words.seq)
+            score = matcher.ratio()
+            if score > best or (best_number is None and score == best):
+                best, best_number = score, number
+        alias[pos] = best_number
     return alias
+
+
+class _Words:
+    """An action's words, with what bounds its similarity to another's cheaply."""
+
+    def __init__(self, seq: tuple[str, ...]) -> None:
+        self.seq = seq
+        self.set = frozenset(seq)
+        self.counts = Counter(seq) if len(self.set) < len(seq) else None
+
+    def most_alike(self, other: _Words) -> float:
+        """An upper bound of difflib's ratio: twice the words shared over all words."""
+        total = len(self.seq) + len(other.seq)
+        if not total:
+            return 1.0
+        if self.counts is None or other.counts is None:
+            # A word repeated on one side only is still matched once.
+            shared = len(self.set & other.set)
+        else:
+            shared = sum((self.counts & other.counts).values())
+        return 2.0 * shared / total
 
 
 def _match_by_number(
