@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from graphlib import CycleError
 
@@ -28,6 +29,7 @@ from planner_arm.plan.dag import (
     JUDGE_COST_TIER,
     JUDGE_CRITERIA,
     JUDGE_DURATION_SECONDS,
+    shape_problem,
     stable_topological_order,
 )
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
@@ -90,10 +92,12 @@ def replan_scope(
     *,
     default_max_replans: int,
     replan_count: int | None = None,
+    arm_ids: Collection[str] | None = None,
 ) -> ReplanScope:
     """Check the request against `previous`; raise ReplanLimitReached (409: only for a
     replan that counts toward the limit) or ReplanRejected (422: unknown_step,
-    completed_step, inconsistent_step_states, nothing_to_replan; an iterative replan with a
+    completed_step, inconsistent_step_states, nothing_to_replan, invalid_previous (a plan sent
+    back with repeated numbers, dangling dependencies or a cycle); an iterative replan with a
     completed step has something to plan: the next stage).
 
     `replan_count` is the server's own count from the stored chain, when it has one; else the
@@ -108,6 +112,11 @@ def replan_scope(
     if counted and count >= limit:
         raise ReplanLimitReached(count, limit)
 
+    problem = shape_problem(previous.plan, arm_ids)
+    if problem is not None:
+        raise ReplanRejected(
+            f"the plan to replan is not a valid plan: {problem}", code="invalid_previous"
+        )
     states = _known_states(previous, request)
     _reject_finished_marked(request, states)
     scope = ReplanScope(
@@ -251,10 +260,12 @@ def merge_replan(scope: ReplanScope, draft: DraftPlan, rules: PlanRules) -> Merg
     remaining = len(work)
     # A plan longer than max_steps (hierarchical, expanded) may keep as many steps to do.
     most = max(rules.max_steps, len(scope.previous) - len(finished))
-    if remaining > most or len(finished) + remaining < rules.min_steps:
+    # And a plan sent back shorter than min_steps may stay as short.
+    least = min(rules.min_steps, len(scope.previous))
+    if remaining > most or len(finished) + remaining < least:
         detail = (
             f"the revised plan has {remaining} steps still to do (at most {most}) "
-            f"beside {len(finished)} finished ones (at least {rules.min_steps} in all)"
+            f"beside {len(finished)} finished ones (at least {least} in all)"
         )
         raise PlanValidationError(detail, code="wrong_step_count")
 
