@@ -83,7 +83,17 @@ class ReplanRequest(PlanRequest, OfAPlan):
                     },
                     "replan_steps": [3],
                     "reason": "The tests must not touch the database",
-                }
+                },
+                {
+                    "goal": "Fix authentication bug and add tests",
+                    "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
+                    "step_states": {"1": "completed", "2": "failed"},
+                },
+                {
+                    "goal": "Fix authentication bug and add tests",
+                    "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
+                    "reason": "The deadline moved: ship without the refactor",
+                },
             ]
         },
     )
@@ -137,6 +147,13 @@ class SpecializeRequest(OfAPlan):
         json_schema_extra={
             "examples": [
                 {"plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f", "step": 2},
+                {
+                    "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
+                    "step": 2,
+                    "goal": "Fix authentication bug and add tests",
+                    "constraints": ["Python 3.11 only"],
+                    "context": {"repository": "acme/auth"},
+                },
             ]
         },
     )
