@@ -1,10 +1,12 @@
 """The event loop's longest stall while large plans are replanned, expanded, specialized and
 validated, and how long /health waits meanwhile.
 
-    .venv/bin/python benchmarks/loop_stall.py [--steps 300] [--rounds 5]
+    .venv/bin/python benchmarks/loop_stall.py [--steps 300] [--rounds 5] [--served]
 
 Runs the app in this process with no model (every answer by rule, the CPU-heaviest path),
-behind httpx's ASGI transport. A plan of `--steps` steps (a fan of chains ending in a judge
+behind httpx's ASGI transport; with `--served`, the service as its own process
+(`python -m planner_arm serve`), asked over loopback, with /health probed from another thread,
+as an orchestrator and a liveness probe would. A plan of `--steps` steps (a fan of chains ending in a judge
 step that reads every chain's end) is sent inline, half of it completed, to /replan (with and
 without `specialize`), /plan/expand, /plan/specialize (the judge step) and /plan/validate
 (the first 200 steps, its cap), once unmeasured and then `--rounds` times. A ticker on the
@@ -16,9 +18,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import socket
 import statistics
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -176,9 +185,81 @@ async def main(steps: int, rounds: int) -> None:
     print(f"slowest /health answer meanwhile: {health_worst * 1000:.1f} ms")
 
 
+CONFIG = "server:\n  max_body_bytes: 1048576\nexpansion:\n  max_plan_steps: 500\n"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _start_service(port: int, config: Path) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env["PLANNER_CONFIG"] = str(config)
+    argv = [sys.executable, "-m", "planner_arm", "serve", "--port", str(port)]
+    process = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "Application startup complete" in line:
+            threading.Thread(target=process.stderr.read, daemon=True).start()
+            return process
+    raise RuntimeError("the service did not start")
+
+
+def served(steps: int, rounds: int) -> None:
+    """The slowest /health answer while each kind of request runs, over loopback."""
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "planner-config.yaml"
+        config.write_text(CONFIG)
+        port = _free_port()
+        service = _start_service(port, config)
+        url = f"http://127.0.0.1:{port}"
+        worst = [0.0]
+        stop = threading.Event()
+
+        def probe() -> None:
+            with httpx.Client(base_url=url, timeout=10) as prober:
+                while not stop.is_set():
+                    start = time.perf_counter()
+                    prober.get("/health").raise_for_status()
+                    worst[0] = max(worst[0], time.perf_counter() - start)
+                    time.sleep(0.01)
+
+        try:
+            with httpx.Client(base_url=url, timeout=60) as client:
+                thread = threading.Thread(target=probe, daemon=True)
+                thread.start()
+                print(f"{steps}-step plan, {rounds} rounds each, no model, served on loopback")
+                print(f"{'endpoint':<20}{'status':>8}{'median ms':>12}{'slowest /health ms':>20}")
+                time.sleep(1.0)  # no other request: what the machine itself costs /health
+                print(f"{'(idle)':<20}{'':>8}{'':>12}{worst[0] * 1000:>20.1f}")
+                for name, (path, body) in requests(steps).items():
+                    client.post(path, json=body)  # not counted: the first imports its code
+                    times, status = [], 0
+                    worst[0] = 0.0
+                    for _ in range(rounds):
+                        start = time.perf_counter()
+                        status = client.post(path, json=body).status_code
+                        times.append(time.perf_counter() - start)
+                    time.sleep(0.02)
+                    median = statistics.median(times) * 1000
+                    print(f"{name:<20}{status:>8}{median:>12.1f}{worst[0] * 1000:>20.1f}")
+                stop.set()
+                thread.join()
+        finally:
+            service.terminate()
+            service.wait(timeout=15)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--served", action="store_true", help="run the service as a process")
     args = parser.parse_args()
-    asyncio.run(main(args.steps, args.rounds))
+    if args.served:
+        served(args.steps, args.rounds)
+    else:
+        asyncio.run(main(args.steps, args.rounds))
