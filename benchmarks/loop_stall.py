@@ -6,12 +6,14 @@ validated, and how long /health waits meanwhile.
 Runs the app in this process with no model (every answer by rule, the CPU-heaviest path),
 behind httpx's ASGI transport; with `--served`, the service as its own process
 (`python -m planner_arm serve`), asked over loopback, with /health probed from another thread,
-as an orchestrator and a liveness probe would. A plan of `--steps` steps (a fan of chains ending in a judge
-step that reads every chain's end) is sent inline, half of it completed, to /replan (with and
-without `specialize`), /plan/expand, /plan/specialize (the judge step) and /plan/validate
-(the first 200 steps, its cap), once unmeasured and then `--rounds` times. A ticker on the
-loop records how late each 1 ms sleep wakes; /health is asked every 10 ms. Prints, per
-endpoint, the median request time and the longest stall, and the slowest /health answer.
+as an orchestrator and a liveness probe would, with the idle figure beside.
+
+A plan of `--steps` steps (a fan of chains ending in a judge step that reads every chain's
+end) is sent inline, half of it completed, to /replan (with and without `specialize`),
+/plan/expand, /plan/specialize (the judge step) and /plan/validate (the first 200 steps, its
+cap), once unmeasured and then `--rounds` times. In process, a ticker on the loop records how
+late each 1 ms sleep wakes and /health is asked every 10 ms. Prints, per endpoint, the median
+request time and the longest stall (or the slowest /health answer).
 """
 
 from __future__ import annotations
