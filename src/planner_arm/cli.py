@@ -246,7 +246,7 @@ def validate(
         where = f"step {error.step}: " if error.step is not None else ""
         out.print(f"  {error.code}: {where}{error.message}", highlight=False)
     for note in answer.warnings:
-        out.print(f"  warning {note}", highlight=False)
+        out.print(f"  warning {note.code}: {note.detail}", highlight=False)
     raise typer.Exit(0 if answer.valid else 1)
 
 

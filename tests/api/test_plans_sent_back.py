@@ -6,16 +6,22 @@ schemas."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner_arm.api.app import create_app
 from support.app import make_settings
+
+with warnings.catch_warnings():
+    # A sync client with the lifespan running, for hypothesis's sync tests; starlette warns
+    # on import that it will move it to another HTTP library, the calls stay the same.
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
 
 ARMS = ["retriever", "coder", "executor", "judge", "guardian", "planner", "translator"]
 STATUSES = ["completed", "running", "failed", "pending", "skipped"]

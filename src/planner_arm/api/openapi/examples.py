@@ -177,6 +177,6 @@ VALIDATION: dict[str, Any] = {
             "code": "dangling_dependency",
             "detail": "step 4 depends on step 9, which is not in the plan",
         },
-    ],  # fmt: skip
+    ],
     "plan": None,
 }
