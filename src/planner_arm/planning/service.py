@@ -347,7 +347,7 @@ def reported_steps(request: ReplanRequest) -> frozenset[int]:
     return frozenset(
         int(key)
         for key, state in request.step_states.items()
-        if key.isdigit() and state.status != "pending"
+        if key.isascii() and key.isdigit() and state.status != "pending"
     )
 
 
