@@ -97,6 +97,10 @@ def test_validate_checks_an_edited_plan_file(tmp_path: Path) -> None:
     assert bad.exit_code == 1
     assert "invalid" in bad.stdout
     assert "self_dependency" in bad.stdout
+    answer["plan"][0]["colour"] = "red"
+    edited.write_text(json.dumps(answer["plan"]))
+    noted = runner.invoke(cli, ["validate", str(edited), "--fix"])
+    assert "warning ignored_step_fields: plan[0]: colour" in noted.stdout
 
 
 def test_replan_in_process_keeps_the_finished_step(tmp_path: Path) -> None:

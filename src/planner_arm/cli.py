@@ -264,7 +264,7 @@ def validate(
         where = f"step {error.step}: " if error.step is not None else ""
         out.print(f"  {error.code}: {where}{error.message}", highlight=False)
     for note in answer.warnings:
-        out.print(f"  warning {note}", highlight=False)
+        out.print(f"  warning {note.code}: {note.detail}", highlight=False)
     raise typer.Exit(0 if answer.valid else 1)
 
 
@@ -274,7 +274,7 @@ def _validate_here(steps: Any, fix: bool) -> Any:
     body = ValidateRequest(plan=steps, fix=fix)
 
     async def check(service: Service) -> Any:
-        return service.plans.validate(body, "cli")
+        return await service.plans.validate(body, "cli")
 
     return run_in_process(check)
 

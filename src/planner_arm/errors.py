@@ -74,8 +74,9 @@ class Unauthorized(RequestRejected):
 class ReplanRejected(RequestRejected):
     """422. `code`: unknown_step (a state or mark names no step of the plan), completed_step
     (a completed or running step is marked), inconsistent_step_states (a finished step whose
-    inputs are not finished), nothing_to_replan (nothing failed, nothing marked, no reason).
-    `errors` lists each problem as {"code", "message", "step"}."""
+    inputs are not finished), nothing_to_replan (nothing failed, nothing marked, no reason),
+    invalid_previous (the plan sent back has repeated numbers, dangling dependencies or a
+    cycle). `errors` lists each problem as {"code", "message", "step"}."""
 
     code = "invalid_replan"
 
@@ -224,8 +225,9 @@ _CODES_OF_CLASS: dict[type[PlannerError], tuple[str, ...]] = {
         "completed_step",
         "inconsistent_step_states",
         "nothing_to_replan",
+        "invalid_previous",
     ),
-    ExpandRejected: ("step_not_expandable", "plan_too_large", "invalid_previous"),
+    ExpandRejected: ("step_not_expandable", "plan_too_large"),
     NotReady: ("shutting_down",),
 }
 

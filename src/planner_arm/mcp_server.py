@@ -186,7 +186,7 @@ def build_mcp_server(service: Service) -> FastMCP:
     ) -> ValidateResponse:
         """POST /plan/validate: every problem of an edited plan, without a model call."""
         call = tool_call(service, ctx)
-        return call.plans.validate(request, call.request_id)
+        return await call.plans.validate(request, call.request_id)
 
     async def expand_step(request: ExpandRequest, ctx: Context[Any, Any, Any]) -> PlanResponse:
         """POST /plan/expand: a new version of the plan with one step replaced by its

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import respx
 
-from support.app import answer, good_plan, make_settings, running_app
+from support.app import FakeClock, answer, good_plan, make_settings, running_app
 from support.invariants import assert_valid_plan
 from support.sse import check_reset_rule, parse_sse, pieces_of, streamed
 
@@ -185,3 +186,39 @@ async def test_a_replan_streams_its_steps_and_refuses_a_bad_request_as_json() ->
     assert plan == stored
     assert unknown.status_code == 404
     assert unknown.json()["error"] == "plan_not_found"
+
+
+async def test_a_held_answer_that_fails_the_checks_resets_for_repair(
+    chat_route: respx.Route,
+) -> None:
+    bad = good_plan()
+    bad["plan"][1]["depends_on"] = [3]  # held after step 1: the rest is not sent early
+    filler = [{**bad["plan"][0], "step": n, "depends_on": [1]} for n in range(5, 12)]
+    bad["plan"] += filler  # 11 steps: over max_steps, so the whole answer is sent back
+    chat_route.side_effect = [model_answer(bad), model_answer(good_plan())]
+    async with running_app(make_settings()) as client:
+        events = await stream_events(client, GOAL)
+    names = [name for name, _ in events]
+    reset = names.index("plan.reset")
+    assert names[:reset] == ["plan.started", "step"]
+    # The answer was whole and read: it failed the checks, the stream did not break.
+    assert events[reset][1] == {"reason": "repair"}
+    assert check_reset_rule(events)["metadata"]["source"] == "llm"
+
+
+async def test_a_fallback_after_a_broken_stream_announces_itself(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    text = json.dumps(good_plan())
+    broken = streamed(pieces_of(text[: len(text) // 2]), finish=None)  # ends mid-answer
+    chat_route.side_effect = [broken, httpx.ConnectError("down"), httpx.ConnectError("down")]
+    settings = make_settings(model={"fallback_models": []})
+    async with running_app(settings, fake_clock) as client:  # retry waits on the fake clock
+        events = await stream_events(client, GOAL)
+    names = [name for name, _ in events]
+    plan = check_reset_rule(events)
+    assert plan["metadata"]["source"] == "fallback"
+    last_reset = max(i for i, name in enumerate(names) if name == "plan.reset")
+    assert events[last_reset][1] == {"reason": "fallback"}
+    # Every step after the last reset is the fallback plan's.
+    assert [data for name, data in events[last_reset:] if name == "step"] == plan["plan"]

@@ -35,7 +35,7 @@ async def test_capabilities_publish_each_arms_input_schema() -> None:
     async with running_app(settings) as client:
         arms = {arm["id"]: arm for arm in (await client.get("/capabilities")).json()["arms"]}
     assert arms["retriever"]["input_schema"] == input_schema("retriever")
-    assert arms["executor"]["input_schema"]["required"] == ["command"]
+    assert {"command", "needs"} <= set(arms["executor"]["input_schema"]["properties"])
     assert arms["translator"]["input_schema"]["required"] == ["instruction"]
 
 

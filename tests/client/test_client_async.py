@@ -215,3 +215,20 @@ async def test_no_answer_at_all_is_a_transport_error() -> None:
             await client.health()
     assert failed.value.status is None
     assert failed.value.code == "transport_error"
+
+
+async def test_replan_takes_what_the_api_takes_a_reason_alone_or_bare_statuses() -> None:
+    async with planner() as client:
+        plan = await client.plan("Fix authentication bug and add tests")
+        by_reason = await client.replan(
+            "Fix authentication bug and add tests", plan_id=plan.plan_id, reason="scope changed"
+        )
+        by_status = await client.replan(
+            "Fix authentication bug and add tests",
+            plan_id=plan.plan_id,
+            step_states={1: "completed", 2: "failed"},
+        )
+    assert by_reason.version == 2
+    assert by_status.diff is not None
+    assert 1 in by_status.diff.kept
+    assert 2 in by_status.diff.removed

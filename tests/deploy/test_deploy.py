@@ -444,3 +444,22 @@ def test_kustomize_renders_the_in_flight_variant(tmp_path: Path) -> None:
     validate(hpa)
     assert hpa["spec"]["metrics"] == _in_flight_hpa()["spec"]["metrics"]
     assert hpa["metadata"]["namespace"] == "octollm"
+
+
+_RELATIVE_PATH = re.compile(r"(?<![\w/])(\.\.?/[\w./-]+)")
+
+
+def test_paths_named_in_manifest_comments_exist() -> None:
+    """A comment that sends a reader to a relative path sends them somewhere real."""
+    missing = []
+    for manifest in K8S.rglob("*.yaml"):
+        for line in manifest.read_text().splitlines():
+            comment = line.partition("#")[2]
+            for path in _RELATIVE_PATH.findall(comment):
+                if path.startswith("../k8s"):  # written from an overlay beside k8s/
+                    target = K8S.parent / path.removeprefix("../")
+                else:
+                    target = manifest.parent / path
+                if not target.resolve().exists():
+                    missing.append(f"{manifest.relative_to(K8S)}: {path}")
+    assert not missing, missing

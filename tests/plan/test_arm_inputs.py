@@ -22,7 +22,7 @@ from planner_arm.rules.inputs import command_in, rule_input
 REQUIRED = {
     "retriever": ["query"],
     "coder": ["instruction"],
-    "executor": ["command"],
+    "executor": [],  # a command, or `needs` when none could be written
     "judge": ["criteria"],
     "guardian": ["checks"],
     "planner": ["goal"],
@@ -31,7 +31,14 @@ REQUIRED = {
 FIELDS = {
     "retriever": {"query", "sources", "top_k"},
     "coder": {"instruction", "language", "files"},
-    "executor": {"command", "working_dir", "timeout_seconds", "expect_exit_code"},
+    "executor": {
+        "command",
+        "needs",
+        "instruction",
+        "working_dir",
+        "timeout_seconds",
+        "expect_exit_code",
+    },
     "judge": {"criteria", "inputs_from"},
     "guardian": {"checks", "target"},
     "planner": {"goal"},
@@ -51,7 +58,7 @@ def step(
 def test_each_arm_publishes_its_fields_and_required_ones(arm: str) -> None:
     schema = input_schema(arm)
     assert set(schema["properties"]) == FIELDS[arm]
-    assert schema["required"] == REQUIRED[arm]
+    assert schema.get("required", []) == REQUIRED[arm]
     assert schema["additionalProperties"] is False
 
 
@@ -68,8 +75,28 @@ def test_bounds_are_in_the_schema_and_enforced() -> None:
 
 def test_a_valid_input_gets_its_defaults_and_loses_unknown_fields() -> None:
     value = check_input("executor", {"command": "pytest -q", "colour": "red"}, frozenset())
-    assert value == {"command": "pytest -q", "working_dir": ".", "timeout_seconds": 300,
-                     "expect_exit_code": 0}  # fmt: skip
+    assert value == {"command": "pytest -q", "needs": None, "instruction": None,
+                     "working_dir": ".", "timeout_seconds": 300, "expect_exit_code": 0}  # fmt: skip
+
+
+def test_a_null_for_a_field_with_a_default_is_the_default() -> None:
+    value = check_input("retriever", {"query": "auth", "sources": None, "top_k": None},
+                        frozenset())  # fmt: skip
+    assert value == {"query": "auth", "sources": [], "top_k": 5}
+    assert check_input("coder", {"instruction": "x", "language": None, "files": None},
+                       frozenset())["files"] == []  # fmt: skip
+    with pytest.raises(PlanValidationError):  # a required field stays required
+        check_input("retriever", {"query": None}, frozenset())
+
+
+def test_an_executor_input_has_a_command_or_says_one_is_needed() -> None:
+    with pytest.raises(PlanValidationError):
+        check_input("executor", {}, frozenset())
+    with pytest.raises(PlanValidationError):
+        check_input("executor", {"command": "make", "needs": "human_or_model"}, frozenset())
+    needed = check_input("executor", {"needs": "human_or_model", "instruction": "Deploy"},
+                         frozenset())  # fmt: skip
+    assert needed["command"] is None
 
 
 @pytest.mark.parametrize("data", [[], "pytest", None, {"query": ""}, {"top_k": 3}])
@@ -117,13 +144,25 @@ def test_rule_inputs_follow_the_step() -> None:
     assert rule_input(step(1, "planner", "Plan the migration")) == {"goal": "Plan the migration"}
 
 
-def test_the_executor_runs_a_spelled_out_command_or_only_echoes() -> None:
+def test_the_executor_runs_a_spelled_out_command_or_says_one_is_needed() -> None:
     assert rule_input(step(1, "executor", "Run `pytest -q tests/auth`"))["command"] == (
         "pytest -q tests/auth"
     )
     assert command_in("Then run npm test --coverage, and report") == "npm test --coverage"
-    placeholder = rule_input(step(1, "executor", "Deploy it; rm -rf / if needed"))["command"]
-    assert placeholder == "echo 'To do: Deploy it; rm -rf / if needed'"
+    # No command spelled out: no stand-in that exits 0 either, but a marked input.
+    unknown = rule_input(step(1, "executor", "Deploy it; rm -rf / if needed"))
+    assert unknown["command"] is None
+    assert unknown["needs"] == "human_or_model"
+    assert unknown["instruction"] == "Deploy it; rm -rf / if needed"
+
+
+def test_rule_inputs_keep_to_the_schema_for_any_number_of_dependencies() -> None:
+    for arm in ("judge", "guardian", "coder", "translator"):
+        many = step(400, arm, "Check everything", list(range(1, 400)))
+        value = rule_input(many)  # checked against the schema inside
+        assert value
+    judge = rule_input(step(60, "judge", "Check everything", list(range(1, 60))))
+    assert judge["inputs_from"] == list(range(1, 60))
 
 
 def test_text_that_looks_like_a_reference_is_not_passed_on_as_one() -> None:

@@ -180,16 +180,36 @@ def test_fix_puts_steps_in_order_and_numbers_them() -> None:
     )
 
 
-def test_fix_cannot_mend_a_cycle_an_unknown_arm_or_a_wrong_type() -> None:
+def test_fix_cannot_mend_a_cycle_or_a_wrong_type() -> None:
     raw = steps()
     raw[0]["depends_on"] = [4]
-    raw[1]["required_arm"] = "root"
+    raw[1]["required_arm"] = "root"  # chosen again by rule, as /plan does
     raw[2]["estimated_duration_seconds"] = "1 minute"
     raw[3]["estimated_cost_tier"] = 0  # mended, so not reported
     codes = errors_of(raw, fix=True)
-    assert sorted(codes, key=str) == sorted(
-        [("cycle", 1), ("unknown_arm", 2), ("invalid_step", 3)], key=str
-    )
+    assert sorted(codes, key=str) == sorted([("cycle", 1), ("invalid_step", 3)], key=str)
+
+
+def test_fix_chooses_an_unknown_arm_again_as_plan_does() -> None:
+    raw = steps()
+    raw[1]["required_arm"] = "root"
+    assert ("unknown_arm", 2) in errors_of(raw)
+    fixed = check_edited_plan(raw, RULES, RESOLVER, fix=True)
+    assert fixed.valid
+    assert fixed.steps is not None
+    assert fixed.steps[1].required_arm in RESOLVER.arm_ids
+    assert any(entry.startswith("arm_selected") for entry in fixed.warnings)
+
+
+def test_fix_on_a_plan_that_stays_invalid_still_reports_the_dependency_it_drops() -> None:
+    raw = steps()
+    raw[1]["depends_on"] = [1, 9]  # dropped by fix
+    raw[2]["estimated_duration_seconds"] = "1 minute"  # keeps the plan invalid
+    check = check_edited_plan(raw, RULES, RESOLVER, fix=True)
+    assert [error.code for error in check.errors] == ["invalid_step"]
+    dropped = [entry for entry in check.warnings if entry.startswith("dangling_dependency")]
+    assert len(dropped) == 1
+    assert "9" in dropped[0]
 
 
 def test_fix_counts_the_appended_final_check() -> None:

@@ -88,9 +88,21 @@ def test_replan_limit_from_the_answer_the_request_and_the_server() -> None:
         replan_scope(previous, req, default_max_replans=3)
     assert caught.value.code == "replan_limit"
     req = ReplanRequest(goal="g", previous=previous, step_states=FAILED_2, max_replans=5)
-    assert replan_scope(previous, req, default_max_replans=3).failed == {2: FAILED_2["2"]["error"]}
+    assert replan_scope(previous, req, default_max_replans=6).failed == {2: FAILED_2["2"]["error"]}
     with pytest.raises(ReplanLimitReached):  # the server's count of the stored chain wins
-        replan_scope(previous, req, default_max_replans=3, replan_count=5)
+        replan_scope(previous, req, default_max_replans=6, replan_count=5)
+
+
+def test_a_request_may_lower_the_replan_limit_but_never_raise_it() -> None:
+    previous = previous_plan().model_copy(update={"replan_count": 3, "version": 4})
+    raised = ReplanRequest(goal="g", previous=previous, step_states=FAILED_2, max_replans=100)
+    with pytest.raises(ReplanLimitReached) as caught:
+        replan_scope(previous, raised, default_max_replans=3)
+    assert "3" in caught.value.detail
+    lowered = ReplanRequest(goal="g", previous=previous, step_states=FAILED_2, max_replans=3)
+    with pytest.raises(ReplanLimitReached):
+        replan_scope(previous, lowered, default_max_replans=10)
+    assert replan_scope(previous, lowered, default_max_replans=10, replan_count=2).failed
 
 
 @pytest.mark.parametrize(

@@ -107,3 +107,30 @@ async def test_a_prohibition_is_mended_locally_with_one_call(
     assert response.metadata.attempts == 1
     assert f"Constraint respected: {never}" in response.plan[-1].acceptance_criteria
     assert "constraint_check_added" in {note.code for note in response.metadata.repairs}
+
+
+async def test_a_style_constraint_costs_no_extra_call(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    chat_route.return_value = answer(good_plan())
+    request = PlanRequest(
+        goal="Fix authentication bug", constraints=["Be brief", "Use plain English"]
+    )
+    response = await make_service(fake_clock).plans.plan(request, "r7", use_cache=False)
+    # No step or criterion can address how the answer reads: nothing to send back.
+    assert response.metadata.attempts == chat_route.call_count == 1
+    assert response.metadata.warnings == []
+
+
+async def test_a_quality_repair_the_deadline_cannot_hold_is_not_spent(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    def slow(_: object) -> object:
+        fake_clock.time += 6.0  # of the 10 s deadline: a second call would not finish
+        return answer(good_plan())
+
+    chat_route.side_effect = slow
+    response = await make_service(fake_clock).plans.plan(DEPLOY, "r8", use_cache=False)
+    assert chat_route.call_count == 1
+    assert response.metadata.source == "llm"
+    assert [w.code for w in response.metadata.warnings] == ["constraint_not_addressed"]

@@ -11,6 +11,7 @@ import httpx
 import respx
 
 from planner_arm.clock import Deadline
+from planner_arm.llm.prompts import SpecializeBrief
 from planner_arm.plan.dag import ancestors_of_each
 from planner_arm.plan.inputs import check_input, input_schema
 from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanStep
@@ -20,6 +21,7 @@ from support.app import FakeClock, answer
 from support.factories import make_service, request_deadline
 
 GOAL = "Fix authentication bug and add tests"
+BRIEF = SpecializeBrief(GOAL)
 CODER_INPUT = {"instruction": "Fix the expiry check found in {{steps.1.output}}",
                "language": "python", "files": ["auth/login.py"]}  # fmt: skip
 
@@ -38,7 +40,8 @@ class Specializing:
         return await self.specializer.specialize(*args)
 
     async def one_step(self, plan: PlanResponse, number: int, goal: str, request_id: str) -> Any:
-        return await self.specializer.one_step(plan, number, goal, request_id, self.deadline())
+        brief = SpecializeBrief(goal)
+        return await self.specializer.one_step(plan, number, brief, request_id, self.deadline())
 
 
 def build(clock: FakeClock, llm: bool = True, **overrides: Any) -> Specializing:
@@ -175,13 +178,14 @@ async def test_a_failing_model_gives_the_rule_input(
 async def test_no_model_fills_every_step_by_rule_without_warnings(fake_clock: FakeClock) -> None:
     specializer = build(fake_clock, llm=False)
     plan = four_steps()
-    filled = await specializer.specialize(plan, GOAL, specializer.deadline())
+    filled = await specializer.specialize(plan, BRIEF, specializer.deadline())
     earlier = ancestors_of_each(filled.plan)
     for item in filled.plan:
         assert item.input is not None
         assert check_input(item.required_arm, item.input, earlier[item.step]) == item.input
-    assert filled.plan[2].input == {"command": "pytest -q", "working_dir": ".",
-                                    "timeout_seconds": 60, "expect_exit_code": 0}  # fmt: skip
+    assert filled.plan[2].input == {"command": "pytest -q", "needs": None, "instruction": None,
+                                    "working_dir": ".", "timeout_seconds": 60,
+                                    "expect_exit_code": 0}  # fmt: skip
     assert filled.metadata.warnings == []
     assert filled.metadata.attempts == 1
 
@@ -201,7 +205,7 @@ async def test_one_call_per_step_and_the_cost_is_added(
 
     chat_route.side_effect = reply
     specializer = build(fake_clock)
-    filled = await specializer.specialize(four_steps(), GOAL, specializer.deadline())
+    filled = await specializer.specialize(four_steps(), BRIEF, specializer.deadline())
     assert chat_route.call_count == 4
     assert filled.metadata.attempts == 1 + 4
     assert filled.estimated_cost.prompt_tokens > 100
@@ -225,7 +229,7 @@ async def test_the_deadline_bounds_many_steps(
                       acceptance_criteria=["done"], depends_on=[n - 1] if n > 1 else [])
              for n in range(1, 21)]  # fmt: skip
     started = fake_clock.time
-    filled = await specializer.specialize(plan_of(steps), GOAL, specializer.deadline())
+    filled = await specializer.specialize(plan_of(steps), BRIEF, specializer.deadline())
     assert fake_clock.time - started <= 10.0 + 2.0  # the deadline, and one answer in flight
     by_model = [item for item in filled.plan if item.input == {"instruction": "do it",
                                                                "inputs_from": []}]  # fmt: skip
@@ -249,7 +253,7 @@ async def test_a_kept_input_stays_and_a_dangling_one_is_replaced(
     steps = [plan.plan[0].model_copy(update={"input": kept}), plan.plan[1],
              plan.plan[2], plan.plan[3].model_copy(update={"input": bad})]  # fmt: skip
     specializer = build(fake_clock, llm=False)
-    filled = await specializer.specialize(plan_of(steps), GOAL, specializer.deadline())
+    filled = await specializer.specialize(plan_of(steps), BRIEF, specializer.deadline())
     assert filled.plan[0].input == kept
     assert filled.plan[3].input == {"criteria": ["All good"], "inputs_from": [3]}
     (note,) = filled.metadata.warnings
@@ -264,7 +268,7 @@ async def test_the_deadline_already_spent_means_rule_inputs_at_once(
     specializer = build(fake_clock)
     deadline = Deadline(1.0, fake_clock.as_clock())
     fake_clock.time += 5
-    filled = await specializer.specialize(four_steps(), GOAL, deadline)
+    filled = await specializer.specialize(four_steps(), BRIEF, deadline)
     assert chat_route.call_count == 0
     assert {note.code for note in filled.metadata.warnings} == {"input_by_rule"}
     assert len(filled.metadata.warnings) == 4
@@ -281,7 +285,7 @@ async def test_steps_filled_at_once_never_spend_past_max_llm_usd(
     chat_route.return_value = answer({}, prompt_tokens=0, completion_tokens=2000)
     specializer = build(fake_clock)
     budget = Budget(max_llm_usd=0.007)
-    result = await specializer.specialize(four_steps(), GOAL, specializer.deadline(), budget)
+    result = await specializer.specialize(four_steps(), BRIEF, specializer.deadline(), budget)
     assert result.estimated_cost.llm_usd <= 0.007
     assert 1 <= chat_route.call_count <= 2
     reasons = [w.detail for w in result.metadata.warnings if w.code == "input_by_rule"]

@@ -116,7 +116,7 @@ def _planning_router(settings: Settings) -> APIRouter:
         body: ValidateRequest, request: Request, plans: PlanningDep
     ) -> ValidateResponse:
         """Check an edited plan without calling a model: every problem at once."""
-        return plans.validate(body, request_id_for(request.scope, body.request_id))
+        return await plans.validate(body, request_id_for(request.scope, body.request_id))
 
     async def get_plan(
         plan_id: str, request: Request, response: Response, plans: PlanningDep
@@ -256,7 +256,8 @@ async def capabilities(state: StateDep) -> CapabilitiesResponse:
         ],
         min_steps=settings.planning.min_steps,
         max_steps=settings.planning.max_steps,
-        models=settings.model.chain,
+        # No model configured: none is named, as /health and the start-up log say.
+        models=settings.model.chain if settings.llm_enabled else [],
         llm=service.llm_status(),  # the same reading as /health's
         timeout_seconds=settings.planning.timeout_seconds,
     )

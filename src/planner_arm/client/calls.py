@@ -94,12 +94,13 @@ def _one_plan(previous: PlanLike | None, plan_id: str | None) -> dict[str, Any]:
 
 
 def step_states_json(
-    states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike],
+    states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike] | None,
 ) -> dict[str, Any]:
-    """`step_states` keyed by step number as text, whether given as int or str keys."""
+    """`step_states` keyed by step number as text, whether given as int or str keys; a bare
+    status is sent as it is (the API takes `{"1": "completed"}` too)."""
     out: dict[str, Any] = {}
-    for step, state in states.items():
-        out[str(step)] = {"status": state} if isinstance(state, str) else _json(state)
+    for step, state in (states or {}).items():
+        out[str(step)] = state if isinstance(state, str) else _json(state)
     return out
 
 
@@ -136,7 +137,7 @@ def replan(
     *,
     previous: PlanLike | None = None,
     plan_id: str | None = None,
-    step_states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike],
+    step_states: Mapping[int, StepStateLike] | Mapping[str, StepStateLike] | None = None,
     replan_steps: Sequence[int] | None = None,
     reason: str | None = None,
     constraints: Sequence[str] | None = None,
@@ -155,8 +156,9 @@ def replan(
             goal, constraints, context, strategy=strategy, budget=budget, request_id=request_id
         ),
         **_one_plan(previous, plan_id),
-        "step_states": step_states_json(step_states),
     }
+    if step_states:
+        body["step_states"] = step_states_json(step_states)
     if replan_steps:
         body["replan_steps"] = list(replan_steps)
     if reason is not None:

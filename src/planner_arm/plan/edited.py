@@ -5,10 +5,12 @@ Each step is first read as the caller sent it, each field without guessing: a mi
 wrongly typed one is an `invalid_step` error naming the field. Without `fix` a valid plan keeps
 the caller's step numbers (a replanned plan's need not be consecutive); steps listed before a
 step they depend on are put in dependency order. With `fix`, the steps go through
-`validate_plan`, as a model's answer would: arm aliases resolved, steps renumbered 1..n in
-dependency order, dangling and self dependencies dropped, values clamped, a missing final check
-appended; each repair is listed in `warnings`. Wrong value types are never guessed at: they
-stay `invalid_step` errors.
+`validate_plan`, as a model's answer would: arm aliases resolved and unknown arms chosen again
+by rule (as /plan does), steps renumbered 1..n in dependency order, dangling and self
+dependencies dropped, values clamped, a missing final check appended; each repair is listed
+in `warnings`, and so are the ones `fix` would make when other problems leave the plan
+invalid. Wrong value types are never guessed at: they stay
+`invalid_step` errors.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, TypeGuard
 from planner_arm.errors import PlanValidationError
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.dag import JUDGE_ARM, stable_topological_order
-from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
+from planner_arm.plan.draft import DraftPlan, DraftStep, repair
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.validation import (
     MAX_COST_TIER,
@@ -209,7 +211,6 @@ FIXABLE_CODES = frozenset(
 )
 # Warnings that change nothing in the plan (the rest are repairs `fix` made).
 NOTE_CODES = frozenset({"ignored_step_fields", "reordered", "duplicate_dependency"})
-_ARM_FIXES = frozenset({"arm_alias", "arm_normalised"})
 # validate_plan's error codes in this module's words (its messages name the step already).
 _FROM_VALIDATION = {
     "missing_criteria": "empty_acceptance_criteria",
@@ -239,10 +240,14 @@ def check_edited_plan(
     if fix:
         _resolve_arm_aliases(rows, resolver, warnings)
     errors += _rule_errors(rows, rules, fix)
+    mendable: list[EditError] = []
     if fix:
+        mendable = [error for error in errors if error.code in FIXABLE_CODES]
         errors = [error for error in errors if error.code not in FIXABLE_CODES]
     errors.sort(key=lambda error: (error.position is not None, error.position or 0))
     if errors:
+        # What `fix` mends is still said: once the rest is corrected, it will be mended.
+        warnings += [repair(error.code, error.message) for error in mendable]
         return EditCheck(False, errors, warnings, None)
     if fix:
         return _fixed(rows, rules, warnings)
@@ -250,13 +255,15 @@ def check_edited_plan(
 
 
 def _resolve_arm_aliases(rows: list[StepRow], resolver: ArmResolver, warnings: list[str]) -> None:
+    """Each arm as /plan reads a model's: a known arm kept, an alias or a near spelling
+    mended, an unknown one chosen again by rule from the step's action."""
     for row in rows:
         if row.arm is None or row.arm in resolver.arm_ids:
             continue
         choice = resolver.resolve(row.arm, row.action or "", row.criteria or ())
-        if choice.repair and repair_code(choice.repair) in _ARM_FIXES:
+        if choice.repair:
             warnings.append(f"{choice.repair} ({step_label(row)})")
-            row.arm = choice.arm
+        row.arm = choice.arm
 
 
 def _rule_errors(rows: list[StepRow], rules: PlanRules, fix: bool) -> list[EditError]:

@@ -7,11 +7,17 @@ itself, not about a plan).
 
 from __future__ import annotations
 
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse, RequestId
+from planner_arm.plan.schemas import (
+    PlanNote,
+    PlanRequest,
+    PlanResponse,
+    RequestId,
+    limited_fields,
+)
 
 StepStatus = Literal["completed", "running", "failed", "pending", "skipped"]
 # Kept exactly as they were by every replan.
@@ -19,9 +25,9 @@ FINISHED_STATUSES: frozenset[str] = frozenset({"completed", "running"})
 MAX_STEP_TEXT_CHARS = 8_000
 
 
-def _closed_with_example(example: dict[str, Any]) -> ConfigDict:
-    """A request body that refuses unknown fields, with one example for the API reference."""
-    return ConfigDict(extra="forbid", json_schema_extra={"examples": [example]})
+def _closed_with_examples(*examples: dict[str, Any]) -> ConfigDict:
+    """A request body that refuses unknown fields, with its examples for the API reference."""
+    return ConfigDict(extra="forbid", json_schema_extra={"examples": list(examples)})
 
 
 class OfAPlan(BaseModel):
@@ -50,14 +56,26 @@ class StepState(BaseModel):
     error: str | None = Field(None, max_length=MAX_STEP_TEXT_CHARS)
 
 
+def _state_shorthand(value: object) -> object:
+    # "completed" says what {"status": "completed"} says: the client and the CLI take both.
+    return {"status": value} if isinstance(value, str) else value
+
+
+StepStateOrStatus = Annotated[
+    StepState,
+    BeforeValidator(_state_shorthand, json_schema_input_type=StepState | StepStatus),
+]
+
+
 class ReplanRequest(PlanRequest, OfAPlan):
     """A revised plan for the same goal, keeping the work already done.
 
     Exactly one of `previous` (a whole /plan or /replan answer) and `plan_id` (looked up in
-    the plan store). `step_states` is keyed by step number; a step without a state is pending.
+    the plan store). `step_states` is keyed by step number; a state is an object or just its
+    status (`{"1": "completed"}`); a step without a state is pending.
     """
 
-    model_config = _closed_with_example(
+    model_config = _closed_with_examples(
         {
             "goal": "Fix authentication bug and add tests",
             "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
@@ -67,16 +85,30 @@ class ReplanRequest(PlanRequest, OfAPlan):
             },
             "replan_steps": [3],
             "reason": "The tests must not touch the database",
-        }
+        },
+        {
+            "goal": "Fix authentication bug and add tests",
+            "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
+            "step_states": {"1": "completed", "2": "failed"},
+        },
+        {
+            "goal": "Fix authentication bug and add tests",
+            "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
+            "reason": "The deadline moved: ship without the refactor",
+        },
     )
 
-    step_states: dict[str, StepState] = Field(default_factory=dict, max_length=200)
+    step_states: dict[str, StepStateOrStatus] = Field(default_factory=dict, max_length=200)
     replan_steps: list[int] = Field(
         default_factory=list, max_length=200, description="Steps marked for re-planning"
     )
     reason: str | None = Field(None, max_length=2_000, description="Why the plan must change")
     max_replans: int | None = Field(
-        None, ge=0, le=100, description="Refuse once the plan was replanned this often"
+        None,
+        ge=0,
+        le=100,
+        description="Refuse once the plan was replanned this often; may lower the service's "
+        "planning.max_replans, never raise it",
     )
 
 
@@ -84,7 +116,7 @@ class ExpandRequest(PlanRequest, OfAPlan):
     """Replace one step of a plan by a sub-plan for it. Exactly one of `previous` (a whole
     /plan, /replan or /plan/expand answer) and `plan_id` (looked up in the plan store)."""
 
-    model_config = _closed_with_example(
+    model_config = _closed_with_examples(
         {
             "goal": "Fix authentication bug and add tests",
             "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
@@ -96,13 +128,25 @@ class ExpandRequest(PlanRequest, OfAPlan):
 
 
 MAX_GOAL_CHARS = 8_000
+_SPECIALIZE_FIELDS = limited_fields(PlanRequest.limits)
 
 
 class SpecializeRequest(OfAPlan):
     """Exactly one of `previous` (a whole /plan or /replan answer) and `plan_id` (a stored
-    plan), and the number of the step whose input to fill."""
+    plan), and the number of the step whose input to fill. `goal`, `constraints` and
+    `context` go to the model as /plan/expand's do; with `plan_id`, those left out are the
+    stored request's."""
 
-    model_config = _closed_with_example({"plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f", "step": 2})
+    model_config = _closed_with_examples(
+        {"plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f", "step": 2},
+        {
+            "plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f",
+            "step": 2,
+            "goal": "Fix authentication bug and add tests",
+            "constraints": ["Python 3.11 only"],
+            "context": {"repository": "acme/auth"},
+        },
+    )
 
     step: int = Field(ge=1, le=10_000, description="The step whose input to fill")
     goal: str | None = Field(
@@ -112,7 +156,30 @@ class SpecializeRequest(OfAPlan):
         description="The plan's goal, for the model; with plan_id the stored request's goal "
         "is used when this is left out",
     )
+    constraints: list[str] | None = Field(
+        None,
+        max_length=PlanRequest.limits.max_constraints,
+        description="Rules the input must respect, as /plan takes them; with plan_id the "
+        "stored request's are used when this is left out",
+        json_schema_extra=_SPECIALIZE_FIELDS["constraints"][1].json_schema_extra,
+    )
+    context: dict[str, Any] | None = Field(
+        None,
+        description="Anything the model should know, as /plan takes it; with plan_id the "
+        "stored request's is used when this is left out",
+    )
     request_id: RequestId | None = None
+
+    @model_validator(mode="after")
+    def _as_plan_request_takes_them(self) -> Self:
+        # The limits of /plan's fields, checked by /plan's own validators.
+        fields = {"constraints": self.constraints, "context": self.context}
+        given = {key: value for key, value in fields.items() if value is not None}
+        if given:
+            checked = PlanRequest.model_validate({"goal": "-", **given})
+            for key in given:
+                setattr(self, key, getattr(checked, key))
+        return self
 
 
 class SpecializeResponse(BaseModel):
@@ -141,7 +208,7 @@ MAX_EDITED_STEPS = 200
 class ValidateRequest(BaseModel):
     """An edited plan: steps in the /plan step shape, checked as they are (or mended: `fix`)."""
 
-    model_config = _closed_with_example(
+    model_config = _closed_with_examples(
         {
             "plan": [
                 {
@@ -184,7 +251,9 @@ class ValidationProblem(BaseModel):
 class ValidateResponse(BaseModel):
     valid: bool
     errors: list[ValidationProblem]
-    warnings: list[str] = Field(description="What `fix` mended, and notes that change nothing")
+    warnings: list[PlanNote] = Field(
+        description="What `fix` mended (one code per kind of mend), and notes that change nothing"
+    )
     plan: PlanResponse | None = Field(
         None, description="The whole /plan answer for a valid plan (source 'validated'); else null"
     )

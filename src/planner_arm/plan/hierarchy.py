@@ -26,6 +26,8 @@ from planner_arm.plan.dag import (
     JUDGE_ARM,
     ancestors,
     complete_final_check,
+    descendants,
+    shape_problem,
     stable_topological_order,
 )
 from planner_arm.plan.schemas import PlanStep, PlanTreeNode
@@ -155,18 +157,13 @@ def expanded_tree(
 
 def expandable_step(steps: Sequence[PlanStep], number: int, rules: PlanRules) -> PlanStep:
     """The step to expand; ExpandRejected `unknown_step`, `step_not_expandable`, or
-    `invalid_previous` (a plan sent back with repeated numbers or unknown dependencies)."""
+    `invalid_previous` (a plan sent back with repeated numbers, unknown dependencies, a cycle
+    or an arm not configured here)."""
     by_number = {step.step: step for step in steps}
-    dangling = [
-        f"step {step.step} depends on {dep}"
-        for step in steps
-        for dep in step.depends_on
-        if dep not in by_number or dep == step.step
-    ]
-    if len(by_number) != len(steps) or dangling:
-        detail = "; ".join(dangling) or "step numbers repeat"
+    problem = shape_problem(steps, rules.arm_ids)
+    if problem is not None:
         raise ExpandRejected(
-            f"the plan to expand is not a valid plan: {detail}", code="invalid_previous"
+            f"the plan to expand is not a valid plan: {problem}", code="invalid_previous"
         )
     target = by_number.get(number)
     if target is None:
@@ -194,7 +191,8 @@ def surroundings(steps: Sequence[PlanStep], number: int) -> tuple[list[PlanStep]
     """The steps `number` waits for (directly or not) and the steps that wait for it."""
     listed = list(steps)
     before = ancestors(listed, number)
-    after = [step for step in listed if number in ancestors(listed, step.step)]
+    waiting = descendants(listed, number)
+    after = [step for step in listed if step.step in waiting]
     return [step for step in listed if step.step in before], after
 
 

@@ -13,9 +13,9 @@ import copy
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner_arm.errors import PlanValidationError
 
@@ -65,6 +65,8 @@ def reference_problems(value: dict[str, Any], earlier: frozenset[int]) -> list[s
 MAX_TEXT_CHARS = 4_000
 MAX_ITEM_CHARS = 500
 MAX_ITEMS = 50
+# A final check may read every step of a large plan.
+MAX_INPUTS_FROM = 1_000
 
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 Item = Annotated[str, Field(min_length=1, max_length=MAX_ITEM_CHARS)]
@@ -102,12 +104,26 @@ class CoderInput(ArmInput):
 
 
 class ExecutorInput(ArmInput):
-    """Run a command."""
+    """Run a command; or, when none could be written, say that one is still needed."""
 
-    command: Text = Field(description="The shell command to run")
+    command: Text | None = Field(
+        None, description="The shell command to run; null when `needs` is set"
+    )
+    needs: Literal["human_or_model"] | None = Field(
+        None,
+        description="Set when no command could be written (a rule-based input whose step "
+        "names none): a person or a model must write it. Never run such a step as it is",
+    )
+    instruction: Text | None = Field(None, description="With `needs`: what the command must do")
     working_dir: Item = Field(".", description="Where to run it, relative to the workspace")
     timeout_seconds: int = Field(300, ge=1, le=3_600, description="Stop the command after this")
     expect_exit_code: int = Field(0, ge=0, le=255, description="The exit code that is success")
+
+    @model_validator(mode="after")
+    def _command_or_needs(self) -> Self:
+        if (self.command is None) == (self.needs is None):
+            raise ValueError("give exactly one of command and needs")
+        return self
 
 
 class JudgeInput(ArmInput):
@@ -118,7 +134,7 @@ class JudgeInput(ArmInput):
     )
     inputs_from: list[StepNumber] = Field(
         default_factory=list,
-        max_length=MAX_ITEMS,
+        max_length=MAX_INPUTS_FROM,
         description="The steps whose outputs are judged (earlier steps this one depends on)",
     )
 
@@ -146,7 +162,7 @@ class GenericInput(ArmInput):
     instruction: Text = Field(description="What the arm should do")
     inputs_from: list[StepNumber] = Field(
         default_factory=list,
-        max_length=MAX_ITEMS,
+        max_length=MAX_INPUTS_FROM,
         description="The steps whose outputs this step reads",
     )
 
@@ -177,14 +193,20 @@ def input_schema(arm: str) -> dict[str, Any]:
 
 
 def check_input(arm: str, data: object, earlier: frozenset[int]) -> dict[str, Any]:
-    """`data` as a valid input of `arm` (defaults filled, unknown fields dropped), or
-    PlanValidationError `invalid_input` listing every problem. `earlier` holds the steps this
-    step depends on, directly or not: the only outputs it may refer to."""
+    """`data` as a valid input of `arm` (defaults filled, unknown fields dropped, a null given
+    for a field that has a default read as that default), or PlanValidationError
+    `invalid_input` listing every problem. `earlier` holds the steps this step depends on,
+    directly or not: the only outputs it may refer to."""
     if not isinstance(data, dict):
         detail = f"the input must be a JSON object, not {type(data).__name__}"
         raise PlanValidationError(detail, code="invalid_input", errors=[detail])
     model = input_model(arm)
-    known = {key: value for key, value in data.items() if key in model.model_fields}
+    fields = model.model_fields
+    known = {
+        key: value
+        for key, value in data.items()
+        if key in fields and not (value is None and not fields[key].is_required())
+    }
     try:
         value: dict[str, Any] = model.model_validate(known).model_dump(mode="json")
     except ValidationError as error:

@@ -7,7 +7,9 @@ plan is mended locally, its last step (the final check) gets a criterion that ch
 step addresses, or a step copied from the example, only the model can mend. Neither makes a
 plan unusable, so neither is an error: the planner asks the model once (a repair prompt
 naming each problem) and, failing that, keeps the plan with a warning per problem
-(`constraint_not_addressed`, `example_copied`).
+(`constraint_not_addressed`, `example_copied`). A constraint on the answer's form or style
+("Be brief", "Use plain English") is not work a step or a criterion can address: it is not
+checked, and never costs a model call.
 """
 
 from __future__ import annotations
@@ -30,6 +32,17 @@ _NEGATIONS = word_set("no not never don dont without avoid nothing neither nor n
 # "Deploy to Kubernetes" is met by "Deploy the API to the cluster" (one of two), not by a plan
 # that never deploys.
 _SHARE_NEEDED = 0.5
+# What a constraint about the form of the answer is made of: no step does such a thing.
+_FORM = frozenset(
+    stem(word)
+    for word in word_set(
+        "be brief concise short shorter terse succinct simple simpler clear plain formal "
+        "informal friendly polite professional casual detailed verbose readable tone style "
+        "wording words language english british american french german spanish sentence "
+        "sentences bullet bullets format formatting markdown length answer answers reply "
+        "response plan plans step steps it them this minimal jargon please"
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -43,7 +56,7 @@ def quality_problems(
 ) -> list[QualityProblem]:
     """Every constraint asking for work that the plan leaves unaddressed, and every step that
     copies the example. (Prohibitions are `checked_prohibitions`' part.)"""
-    asks = [text for text in constraints if not is_prohibition(text)]
+    asks = [text for text in constraints if not is_prohibition(text) and not is_about_form(text)]
     return [*_unaddressed(steps, asks), *_copied(steps, example_texts)]
 
 
@@ -66,6 +79,13 @@ def checked_prohibitions(
 
 def is_prohibition(constraint: str) -> bool:
     return any(word in _NEGATIONS for word in words(constraint))
+
+
+def is_about_form(constraint: str) -> bool:
+    """A constraint on how the answer reads ("Be brief", "Keep it simple", "Use plain
+    English"), not on the work: every word it has is a word of form or style."""
+    stems = frozenset(stem(word) for word in words(constraint) if word not in STOPWORDS)
+    return bool(stems) and stems <= _FORM | {stem(word) for word in _MODAL}
 
 
 def content_stems(text: str) -> frozenset[str]:

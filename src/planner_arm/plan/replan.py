@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from graphlib import CycleError
 
@@ -27,6 +29,7 @@ from planner_arm.plan.dag import (
     JUDGE_COST_TIER,
     JUDGE_CRITERIA,
     JUDGE_DURATION_SECONDS,
+    shape_problem,
     stable_topological_order,
 )
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
@@ -89,21 +92,31 @@ def replan_scope(
     *,
     default_max_replans: int,
     replan_count: int | None = None,
+    arm_ids: Collection[str] | None = None,
 ) -> ReplanScope:
     """Check the request against `previous`; raise ReplanLimitReached (409: only for a
     replan that counts toward the limit) or ReplanRejected (422: unknown_step,
-    completed_step, inconsistent_step_states, nothing_to_replan; an iterative replan with a
+    completed_step, inconsistent_step_states, nothing_to_replan, invalid_previous (a plan sent
+    back with repeated numbers, dangling dependencies or a cycle); an iterative replan with a
     completed step has something to plan: the next stage).
 
     `replan_count` is the server's own count from the stored chain, when it has one; else the
     previous answer's `replan_count` is trusted.
     """
     count = previous.replan_count if replan_count is None else replan_count
-    limit = default_max_replans if request.max_replans is None else request.max_replans
+    # A caller may ask for fewer replans than the service allows, never for more.
+    limit = default_max_replans
+    if request.max_replans is not None:
+        limit = min(limit, request.max_replans)
     counted = counts_toward_limit(request)
     if counted and count >= limit:
         raise ReplanLimitReached(count, limit)
 
+    problem = shape_problem(previous.plan, arm_ids)
+    if problem is not None:
+        raise ReplanRejected(
+            f"the plan to replan is not a valid plan: {problem}", code="invalid_previous"
+        )
     states = _known_states(previous, request)
     _reject_finished_marked(request, states)
     scope = ReplanScope(
@@ -247,10 +260,12 @@ def merge_replan(scope: ReplanScope, draft: DraftPlan, rules: PlanRules) -> Merg
     remaining = len(work)
     # A plan longer than max_steps (hierarchical, expanded) may keep as many steps to do.
     most = max(rules.max_steps, len(scope.previous) - len(finished))
-    if remaining > most or len(finished) + remaining < rules.min_steps:
+    # And a plan sent back shorter than min_steps may stay as short.
+    least = min(rules.min_steps, len(scope.previous))
+    if remaining > most or len(finished) + remaining < least:
         detail = (
             f"the revised plan has {remaining} steps still to do (at most {most}) "
-            f"beside {len(finished)} finished ones (at least {rules.min_steps} in all)"
+            f"beside {len(finished)} finished ones (at least {least} in all)"
         )
         raise PlanValidationError(detail, code="wrong_step_count")
 
@@ -287,13 +302,57 @@ def _match_finished(
 
 
 def _match_by_content(steps: list[DraftStep], finished: dict[int, PlanStep]) -> list[int | None]:
+    """For each revised step, the finished step most alike (the highest number of equals),
+    if alike enough. Each finished action is read once, and a pair whose shared words alone
+    keep it under the threshold (or under the best so far) is never compared in order, so a
+    large plan costs little."""
+    kept = []
+    exact: dict[tuple[str, ...], int] = {}
+    # Highest number first: the first of equal scores is then the one to take.
+    for number, done in sorted(finished.items(), reverse=True):
+        done_words = tuple(_WORD.findall(done.action.lower()))
+        exact.setdefault(done_words, number)
+        matcher = difflib.SequenceMatcher(None, autojunk=False)
+        matcher.set_seq2(done_words)  # its index is built once, for every revised step
+        kept.append((number, _Words(done_words), matcher))
     alias: list[int | None] = [None] * len(steps)
     for pos, step in enumerate(steps):
-        scored = [(action_similarity(step.action, f.action), n) for n, f in finished.items()]
-        best = max(scored, default=(0.0, 0))
-        if best[0] >= SAME_STEP_SIMILARITY:
-            alias[pos] = best[1]
+        words = _Words(tuple(_WORD.findall(step.action.lower())))
+        if words.seq in exact:  # the same words: nothing is more alike
+            alias[pos] = exact[words.seq]
+            continue
+        best, best_number = SAME_STEP_SIMILARITY, None
+        for number, other, matcher in kept:
+            bound = words.most_alike(other)  # what ratio() can reach at most
+            if bound < best or (best_number is not None and bound == best):
+                continue
+            matcher.set_seq1(words.seq)
+            score = matcher.ratio()
+            if score > best or (best_number is None and score == best):
+                best, best_number = score, number
+        alias[pos] = best_number
     return alias
+
+
+class _Words:
+    """An action's words, with what bounds its similarity to another's cheaply."""
+
+    def __init__(self, seq: tuple[str, ...]) -> None:
+        self.seq = seq
+        self.set = frozenset(seq)
+        self.counts = Counter(seq) if len(self.set) < len(seq) else None
+
+    def most_alike(self, other: _Words) -> float:
+        """An upper bound of difflib's ratio: twice the words shared over all words."""
+        total = len(self.seq) + len(other.seq)
+        if not total:
+            return 1.0
+        if self.counts is None or other.counts is None:
+            # A word repeated on one side only is still matched once.
+            shared = len(self.set & other.set)
+        else:
+            shared = sum((self.counts & other.counts).values())
+        return 2.0 * shared / total
 
 
 def _match_by_number(

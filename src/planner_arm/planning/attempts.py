@@ -21,6 +21,7 @@ from enum import Enum
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 import structlog
+from anyio import to_thread
 
 from planner_arm.clock import Deadline
 from planner_arm.config import Price, RetrySettings, WorkedExample
@@ -268,17 +269,12 @@ class ModelChain:
     ) -> Sourced[T]:
         """The models' answer, or through the fallback gate the rule-based one."""
         outcome = await self.ask(question, deadline, spend, budget=budget, listener=listener)
-        return self.settle(outcome, by_rule, spend)
-
-    def settle(
-        self, outcome: ModelAnswer[T] | ModelFailure, by_rule: Callable[[], T], spend: Spend
-    ) -> Sourced[T]:
-        """The model's answer, or through the gate the rule-based one (a caller that handles a
-        failure its own way first asks, then settles)."""
         if isinstance(outcome, ModelAnswer):
             return Sourced(outcome.value, outcome.model)
         self.gate.fall_back(outcome, spend)
-        return Sourced(by_rule(), None)
+        # CPU work that grows with the plan (a replan of hundreds of steps): in a worker
+        # thread, so the event loop keeps answering every other request meanwhile.
+        return Sourced(await to_thread.run_sync(by_rule), None)
 
     def reserve(
         self, model: str, messages: list[Message], spend: Spend, max_llm_usd: float | None
@@ -340,6 +336,7 @@ class _Run(Generic[T]):
             go = self._gate(index, model, messages)
             if not isinstance(go, _Go):
                 return None if isinstance(go, _Step) else go
+            left_before = self.deadline.remaining()
             outcome = await self._call(model, messages, go)
             if isinstance(outcome, CallSkipped):
                 self.failure = ModelFailure(outcome.reason, f"{model}: {outcome.reason}", [])
@@ -351,12 +348,18 @@ class _Run(Generic[T]):
                 if step is _Step.RETRY:
                     continue
                 return None if isinstance(step, _Step) else step
-            verdict = self._read(model, outcome)
+            # Reading a large answer (a merge onto a large plan) is CPU work: off the loop.
+            verdict = await to_thread.run_sync(self._read, model, outcome)
             if isinstance(verdict, ModelAnswer):
                 return verdict
             if repairs_left <= 0:
                 # A kept answer ends the loop; a broken one leaves it to the next model.
                 return self.kept.answer if verdict.usable else None
+            took = left_before - self.deadline.remaining()
+            if verdict.usable and self.deadline.remaining() < took:
+                # A usable plan in hand: a quality repair that would take as long as this
+                # call did cannot finish in time, so it is not spent.
+                return self.kept.answer
             repairs_left -= 1
             messages = self._send_back(outcome, verdict)
         return None

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 
+from anyio import to_thread
+
 from planner_arm.clock import Deadline
 from planner_arm.errors import BudgetExceeded, ExpandRejected, PlanValidationError
 from planner_arm.llm.client import Completion
@@ -210,9 +212,15 @@ class Expander:
         sub = await self.subplans.ask(request, task, deadline, spend, rules, check)
         if isinstance(sub, ModelFailure):
             self.subplans.models.gate.fall_back(sub, spend)
-            sub = self._rule_based(request, task, rules, spliced)
-        steps = spliced(sub.valid.steps)
-        expanded = self._answer(request, previous, request_id, deadline, spend, sub, steps)
+            sub = await to_thread.run_sync(self._rule_based, request, task, rules, spliced)
+        done = sub
+
+        def answer() -> PlanResponse:
+            steps = spliced(done.valid.steps)
+            return self._answer(request, previous, request_id, deadline, spend, done, steps)
+
+        # Splicing into a large plan and estimating it is CPU work: off the event loop.
+        expanded = await to_thread.run_sync(answer)
         self.metrics.child(self.metrics.expansions, sub.source).inc()
         return expanded
 

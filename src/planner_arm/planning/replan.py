@@ -46,6 +46,7 @@ class Replanner(ModelPlanner):
             request,
             default_max_replans=self.planning.max_replans,
             replan_count=replan_count,
+            arm_ids=self.rules.arm_ids,
         )
 
     async def replan(

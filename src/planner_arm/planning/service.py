@@ -15,11 +15,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol
 
+from anyio import to_thread
+
 from planner_arm.clock import Clock, Deadline
-from planner_arm.errors import PlanningFailed, PlanNotFound, StoreUnavailable
-from planner_arm.llm.prompts import PROMPT_VERSION
+from planner_arm.errors import PlanningFailed, PlanNotFound, RequestRejected, StoreUnavailable
+from planner_arm.llm.prompts import PROMPT_VERSION, SpecializeBrief
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.pipeline.assembly import validated_response, with_warning
+from planner_arm.pipeline.assembly import notes, validated_response, with_warning
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.edited import check_edited_plan
 from planner_arm.plan.endpoint_schemas import (
@@ -73,9 +75,14 @@ class Strategies:
             response = response.model_copy(update={"plan_id": job.listener.plan_id})
         if request.specialize:
             response = await self.specializer.specialize(
-                response, request.goal, job.deadline, request.budget
+                response, brief_of(request), job.deadline, request.budget
             )
         return response
+
+
+def brief_of(request: PlanRequest) -> SpecializeBrief:
+    """What stage 2 tells the model about the whole plan, from the request that made it."""
+    return SpecializeBrief(request.goal, request.constraints, request.context)
 
 
 @dataclass
@@ -149,17 +156,27 @@ class PlanService:
         deadline = self._deadline()
 
         async def revised() -> PlanResponse:
-            previous, replan_count = await self._replan_base(request)
+            previous, replan_count, verified = await self._replan_base(request)
             # Refuse a bad request (unknown steps, the replan limit) before any model call.
             self.replanner.scope(request, previous, replan_count)
             response = await self.replanner.replan(
                 request, previous, request_id, deadline, replan_count=replan_count
             )
             self.metrics.child(self.metrics.replans, response.metadata.source).inc()
-            if request.specialize:  # kept steps keep a valid input, the others get one
+            if request.specialize:  # pending steps get an input; reported ones stay as sent
                 response = await self.specializer.specialize(
-                    response, request.goal, deadline, request.budget
+                    response,
+                    brief_of(request),
+                    deadline,
+                    request.budget,
+                    finished=reported_steps(request),
                 )
+            if not verified:
+                detail = (
+                    f"the plan {previous.plan_id!r} and its parent are not in the store: its "
+                    f"replans were counted as {replan_count} from the plan itself"
+                )
+                response = with_warning(response, "replan_chain_unverified", detail)
             return response
 
         async def run() -> PlanResponse:
@@ -182,7 +199,7 @@ class PlanService:
             # that read the replaced step's output are made again (`input_replaced`).
             if request.specialize or any(step.input is not None for step in previous.plan):
                 response = await self.specializer.specialize(
-                    response, request.goal, deadline, request.budget
+                    response, brief_of(request), deadline, request.budget
                 )
             return response
 
@@ -196,10 +213,20 @@ class PlanService:
         """One step's input (POST /plan/specialize), of the plan sent or the one stored."""
         deadline = self._deadline()
         plan, record = await self._previous(body.previous, body.plan_id)
-        goal = body.goal
-        if goal is None and record is not None:
-            goal = (record.get("request") or {}).get("goal")
-        return await self.specializer.one_step(plan, body.step, goal, request_id, deadline)
+        stored: dict[str, Any] = (record or {}).get("request") or {}
+        state = (stored.get("step_states") or {}).get(str(body.step))
+        status = state.get("status") if isinstance(state, dict) else state
+        if status is not None and status != "pending":
+            raise RequestRejected(
+                f"step {body.step} was reported {status}: only a pending step gets an input",
+                code="completed_step",
+            )
+        brief = SpecializeBrief(
+            body.goal if body.goal is not None else stored.get("goal"),
+            body.constraints if body.constraints is not None else stored.get("constraints", []),
+            body.context if body.context is not None else stored.get("context", {}),
+        )
+        return await self.specializer.one_step(plan, body.step, brief, request_id, deadline)
 
     async def get(self, plan_id: str) -> PlanResponse:
         record = await self._read(plan_id)
@@ -207,8 +234,11 @@ class PlanService:
             raise PlanNotFound(f"No plan with id {plan_id!r} is stored (or it has expired).")
         return PlanResponse.model_validate(record["response"])
 
-    def validate(self, body: ValidateRequest, request_id: str) -> ValidateResponse:
-        answer = validate_edited(body, self.rules, self.resolver, request_id)
+    async def validate(self, body: ValidateRequest, request_id: str) -> ValidateResponse:
+        # Checking hundreds of steps is CPU work: off the event loop.
+        answer = await to_thread.run_sync(
+            validate_edited, body, self.rules, self.resolver, request_id
+        )
         outcome = "valid" if answer.valid else "invalid"
         self.metrics.child(self.metrics.validations, outcome).inc()
         return answer
@@ -246,15 +276,28 @@ class PlanService:
             )
         return PlanResponse.model_validate(record["response"]), record
 
-    async def _replan_base(self, request: ReplanRequest) -> tuple[PlanResponse, int | None]:
-        """The plan to revise, and the replans of its chain as this service counted them.
+    async def _replan_base(self, request: ReplanRequest) -> tuple[PlanResponse, int, bool]:
+        """The plan to revise, the replans of its chain, and whether the store vouched for
+        that count.
 
         A plan this service stored is read from the store, so a caller cannot reset the
-        count by editing `replan_count` in the plan it sends back."""
+        count by editing `replan_count` in the plan it sends back. A plan the store does not
+        know is counted from what it shows: never below its own count, its version less one
+        (each replan adds one; an iterative round that only reports progress adds a version
+        without counting, so not for an iterative plan), or one when it names a parent."""
         previous, record = await self._previous(request.previous, request.plan_id)
         if record is not None:
-            return previous, previous.replan_count
-        return previous, await self._counted_replans(previous)
+            return previous, previous.replan_count, True
+        counted = await self._counted_replans(previous)
+        if counted is not None:
+            return previous, counted, True
+        versions = previous.version - 1 if previous.strategy != "iterative" else 0
+        shown = max(
+            previous.replan_count,
+            versions,
+            1 if previous.parent_plan_id is not None else 0,
+        )
+        return previous, shown, False
 
     async def _counted_replans(self, previous: PlanResponse) -> int | None:
         """The replans of `previous`'s chain as stored: its own record, else its parent's plus
@@ -296,6 +339,15 @@ class PlanService:
         return response
 
 
+def reported_steps(request: ReplanRequest) -> frozenset[int]:
+    """The steps the caller reported anything but pending for: their inputs are history."""
+    return frozenset(
+        int(key)
+        for key, state in request.step_states.items()
+        if key.isascii() and key.isdigit() and state.status != "pending"
+    )
+
+
 def validate_edited(
     body: ValidateRequest, rules: PlanRules, resolver: ArmResolver, request_id: str
 ) -> ValidateResponse:
@@ -307,6 +359,6 @@ def validate_edited(
     return ValidateResponse(
         valid=check.valid,
         errors=[ValidationProblem(**error.as_dict()) for error in check.errors],
-        warnings=check.warnings,
+        warnings=notes(check.warnings),
         plan=plan,
     )

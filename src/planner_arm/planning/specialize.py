@@ -5,11 +5,12 @@ structured output where the model is configured for it) -> the one attempt loop 
 checked against the schema and the step references -> else the rule-based input, with the
 reason. For a whole plan (`"specialize": true`, a replan's or an expansion's new steps):
 steps are filled at most `specialize.max_concurrency` at a time, within the request's
-deadline and `max_llm_usd`. A step that already has a valid input keeps it (a replan's kept
-steps); one whose input breaks its arm's schema or refers to a step it does not depend on
-gets a new one (`input_replaced`). A step the model could not fill in time, or at all, gets
-the rule-based input (`input_by_rule`). The calls are added to the answer's
-`metadata.attempts` and `estimated_cost`.
+deadline and `max_llm_usd`. Only pending steps get an input: a step the caller reported
+finished (completed, running, failed, skipped) comes back exactly as it was sent. A step
+that already has a valid input keeps it; one whose input breaks its arm's schema or refers to
+a step it does not depend on gets a new one (`input_replaced`). A step the model could not
+fill in time, or at all, gets the rule-based input (`input_by_rule`). The calls are added to
+the answer's `metadata.attempts` and `estimated_cost`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ from typing import Any, Literal
 from planner_arm.clock import Deadline
 from planner_arm.errors import PlanValidationError, RequestRejected
 from planner_arm.llm.client import AnswerSchema, Completion
-from planner_arm.llm.prompts import Message, specialize_messages, specialize_repair
+from planner_arm.llm.prompts import (
+    Message,
+    SpecializeBrief,
+    specialize_messages,
+    specialize_repair,
+)
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import notes as notes_of
 from planner_arm.pipeline.parsing import extract_json
@@ -57,7 +63,7 @@ class StepToFill:
     read (those it depends on, directly or not)."""
 
     step: PlanStep
-    goal: str | None
+    brief: SpecializeBrief
     earlier: Sequence[PlanStep]
 
     @property
@@ -81,11 +87,14 @@ class Specializer:
     async def specialize(
         self,
         response: PlanResponse,
-        goal: str | None,
+        brief: SpecializeBrief,
         deadline: Deadline,
         budget: Budget | None = None,
+        *,
+        finished: frozenset[int] = frozenset(),
     ) -> PlanResponse:
-        """`response` with an input on every step, and what that took."""
+        """`response` with an input on every pending step, and what that took; the steps in
+        `finished` (reported done, running, failed or skipped) are left exactly as they are."""
         steps = response.plan
         by_id = {step.step: step for step in steps}
         earlier = ancestors_of_each(steps)
@@ -95,6 +104,8 @@ class Specializer:
         started_ms = deadline.elapsed_ms()
 
         async def fill(step: PlanStep) -> PlanStep:
+            if step.step in finished:
+                return step
             ids = earlier.get(step.step, frozenset())
             if step.input is not None:
                 try:
@@ -104,7 +115,7 @@ class Specializer:
                 except PlanValidationError as problem:
                     detail = f"step {step.step}: {problem.detail}"[:500]
                     notes.append((step.step, PlanNote(code="input_replaced", detail=detail)))
-            target = StepToFill(step, goal, [by_id[number] for number in sorted(ids)])
+            target = StepToFill(step, brief, [by_id[number] for number in sorted(ids)])
             async with slots:
                 filled = await self.fill(target, deadline, spend, budget)
             if filled.reason is not None:
@@ -120,7 +131,12 @@ class Specializer:
         )
 
     async def one_step(
-        self, plan: PlanResponse, number: int, goal: str | None, request_id: str, deadline: Deadline
+        self,
+        plan: PlanResponse,
+        number: int,
+        brief: SpecializeBrief,
+        request_id: str,
+        deadline: Deadline,
     ) -> SpecializeResponse:
         """The input of step `number` of `plan` (POST /plan/specialize); RequestRejected
         `unknown_step` when the plan has no such step."""
@@ -130,7 +146,7 @@ class Specializer:
             detail = f"the plan has no step {number} (its steps are {sorted(by_id)})"
             raise RequestRejected(detail, code="unknown_step")
         ids = ancestors(plan.plan, number)
-        target = StepToFill(step, goal, [by_id[item] for item in sorted(ids)])
+        target = StepToFill(step, brief, [by_id[item] for item in sorted(ids)])
         filled = await self.fill(target, deadline, Spend())
         return SpecializeResponse(
             plan_id=plan.plan_id,
@@ -179,7 +195,7 @@ class Specializer:
             return check_input(step.required_arm, data, earlier)
 
         return Question(
-            specialize_messages(step.required_arm, schema, target.goal, step, target.earlier),
+            specialize_messages(step.required_arm, schema, target.brief, step, target.earlier),
             read,
             repair=_input_repair,
             answer_schema=AnswerSchema(f"{step.required_arm}_input", schema),

@@ -72,6 +72,7 @@ class PlanStream:
         self._sent: list[PlanStep] = []
         self._held = False  # a step could not be sent: neither can any after it
         self._started = False
+        self._model_began = False  # a model's answer was streamed: a fallback replaces it
         self._first_step_seen = False
 
     @property
@@ -84,15 +85,18 @@ class PlanStream:
         if not self._started:
             self._start(self._plan_id, model)
         elif self._sent:
+            # A whole answer that failed the checks is repaired; one cut short is retried.
             reason = "repair" if self._cutter.done else "stream_broken"
             self._reset(reason)
+        self._model_began = True
         self._cutter = StepCutter()
         self._held = False
 
     def text(self, delta: str) -> None:
+        raws = self._cutter.feed(delta)  # fed even when held, so it knows when the answer ends
         if self._held:
             return
-        for raw in self._cutter.feed(delta):
+        for raw in raws:
             sent_numbers = frozenset(step.step for step in self._sent)
             step = checked_step(raw, len(self._sent) + 1, sent_numbers, self._arms, self._rules)
             if step is None:
@@ -106,8 +110,12 @@ class PlanStream:
         if not self._started:  # a repeated answer (cache, idempotency) keeps its own id
             self._start(response.plan_id, response.metadata.model)
         final = response.plan
-        if self._sent != final[: len(self._sent)]:
-            self._reset("fallback" if response.metadata.source == "fallback" else "final_checks")
+        fallback = response.metadata.source == "fallback"
+        if fallback and self._model_began:
+            # The model's answer is not the plan, whatever of it was sent or withdrawn.
+            self._reset("fallback")
+        elif self._sent != final[: len(self._sent)]:
+            self._reset("final_checks")
         for step in final[len(self._sent) :]:
             self._send_step(step)
         self._put(StreamEvent(PLAN, response.model_dump(mode="json")))

@@ -9,10 +9,16 @@ changes anything. Outputs are named only of steps the step depends on.
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
-from planner_arm.plan.inputs import MAX_ITEM_CHARS, MAX_TEXT_CHARS, check_input, reference
+from planner_arm.plan.inputs import (
+    MAX_INPUTS_FROM,
+    MAX_ITEM_CHARS,
+    MAX_ITEMS,
+    MAX_TEXT_CHARS,
+    check_input,
+    reference,
+)
 from planner_arm.plan.schemas import PlanStep
 
 _QUOTED = re.compile(r"`([^`\n]{2,200})`|\"([^\"\n]{2,200})\"|'([^'\n]{2,200})'")
@@ -53,11 +59,27 @@ def _text(action: str) -> str:
 
 def _items(texts: list[str]) -> list[str]:
     items = [_cut(text, MAX_ITEM_CHARS) for text in texts]
-    return [item for item in items if item][:50]
+    return [item for item in items if item][:MAX_ITEMS]
 
 
-def _outputs(step: PlanStep) -> str:
-    return ", ".join(reference(number) for number in step.depends_on)
+def _outputs(step: PlanStep, limit: int = MAX_TEXT_CHARS) -> str:
+    """The references to the step's dependencies' outputs, as many whole ones as fit."""
+    text = ""
+    for number in _deps(step):
+        more = f"{text}, {reference(number)}" if text else reference(number)
+        if len(more) > limit:
+            break
+        text = more
+    return text
+
+
+def _deps(step: PlanStep) -> list[int]:
+    # A plan sent whole may name any number: only a real step's output is read.
+    return [number for number in dict.fromkeys(step.depends_on) if number >= 1]
+
+
+def _inputs_from(step: PlanStep) -> list[int]:
+    return _deps(step)[:MAX_INPUTS_FROM]
 
 
 def command_in(action: str) -> str | None:
@@ -94,25 +116,32 @@ def _raw_input(step: PlanStep) -> dict[str, Any]:
     if arm == "coder":
         files = _files(action)
         instruction = _text(action)
-        if step.depends_on:
-            uses = _outputs(step)
+        uses = _outputs(step, MAX_TEXT_CHARS // 2)
+        if uses:
             instruction = f"{_cut(instruction, MAX_TEXT_CHARS - len(uses) - 8)}\nUse: {uses}"
         return {"instruction": instruction, "language": _language(action, files),
                 "files": files}  # fmt: skip
     if arm == "executor":
-        command = command_in(_cut(action, MAX_TEXT_CHARS))
-        command = command or f"echo {shlex.quote('To do: ' + _cut(action, 300))}"
-        timeout = min(_MAX_TIMEOUT, max(_MIN_TIMEOUT, 2 * step.estimated_duration_seconds))
-        return {"command": _cut(command, MAX_TEXT_CHARS), "working_dir": ".",
-                "timeout_seconds": timeout, "expect_exit_code": 0}  # fmt: skip
+        return _executor_input(step)
     if arm == "judge":
-        return {"criteria": criteria, "inputs_from": list(step.depends_on)}
+        return {"criteria": criteria, "inputs_from": _inputs_from(step)}
     if arm == "guardian":
-        target = _outputs(step) if step.depends_on else _text(action)
-        return {"checks": criteria, "target": target}
+        return {"checks": criteria, "target": _outputs(step) or _text(action)}
     if arm == "planner":
         return {"goal": _text(action)}
-    return {"instruction": _text(action), "inputs_from": list(step.depends_on)}
+    return {"instruction": _text(action), "inputs_from": _inputs_from(step)}
+
+
+def _executor_input(step: PlanStep) -> dict[str, Any]:
+    timeout = min(_MAX_TIMEOUT, max(_MIN_TIMEOUT, 2 * step.estimated_duration_seconds))
+    command = command_in(_cut(step.action, MAX_TEXT_CHARS))
+    if command is None:
+        # No command to run: say so, so an orchestrator asks for one instead of recording
+        # success for work nobody did.
+        return {"command": None, "needs": "human_or_model", "instruction": _text(step.action),
+                "working_dir": ".", "timeout_seconds": timeout, "expect_exit_code": 0}  # fmt: skip
+    return {"command": _cut(command, MAX_TEXT_CHARS), "working_dir": ".",
+            "timeout_seconds": timeout, "expect_exit_code": 0}  # fmt: skip
 
 
 def rule_input(step: PlanStep) -> dict[str, Any]:

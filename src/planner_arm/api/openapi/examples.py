@@ -172,6 +172,11 @@ VALIDATION: dict[str, Any] = {
             "loc": ["plan", 1],
         }
     ],
-    "warnings": [],
+    "warnings": [
+        {
+            "code": "dangling_dependency",
+            "detail": "step 4 depends on step 9, which is not in the plan",
+        },
+    ],
     "plan": None,
 }

@@ -311,8 +311,10 @@ REPLAN_RESPONSES = _with(
     ),
     s404=_NOT_FOUND,
     s409=error_doc(
-        "The plan was replanned `max_replans` times already (counted by the service from the "
-        "stored chain), or the first request with this Idempotency-Key is still planning.",
+        "The plan was replanned `max_replans` times already (the smaller of the request's and "
+        "planning.max_replans; counted by the service from the stored chain, else from the "
+        "plan's own version and parent), or the first request with this Idempotency-Key is "
+        "still planning.",
         "replan_limit",
         "Max replans exceeded: the plan was replanned 3 times, at most 3 are allowed",
     ),
@@ -320,7 +322,9 @@ REPLAN_RESPONSES = _with(
 REPLAN_RESPONSES[422] = error_doc(
     "The body breaks a limit, or the replan names an unknown step (`unknown_step`), marks a "
     "completed one (`completed_step`), has nothing to replan (`nothing_to_replan`), keeps a "
-    "finished step whose inputs are unfinished (`inconsistent_step_states`), no plan fits the "
+    "finished step whose inputs are unfinished (`inconsistent_step_states`), sends back a "
+    "plan that is not one (`invalid_previous`: repeated numbers, dangling dependencies, a "
+    "cycle, an arm not configured), no plan fits the "
     "budget (`budget_exceeded`, with `figures`), or reuses an Idempotency-Key with another "
     "body (`idempotency_key_reused`). `errors` lists each problem.",
     "unknown_step",
@@ -459,8 +463,9 @@ SPECIALIZE_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: PLAN_RESPONSES[413],
     415: PLAN_RESPONSES[415],
     422: error_doc(
-        "The plan has no such step (`unknown_step`), or the body is not valid "
-        "(`invalid_request`: not exactly one of previous and plan_id, a bad field); "
+        "The plan has no such step (`unknown_step`), the stored replan reported the step "
+        "finished (`completed_step`: only a pending step gets an input), or the body is not "
+        "valid (`invalid_request`: not exactly one of previous and plan_id, a bad field); "
         "`errors` lists each problem of a bad body.",
         "unknown_step",
         "the plan has no step 9 (its steps are [1, 2, 3])",
