@@ -5,8 +5,13 @@ Idempotency-Key is claimed (the same key and body are answered once); /plan goes
 cache and single flight to its strategy (flat, hierarchical, iterative), then stage 2 when it
 asks for inputs; /replan, /plan/expand and /plan/specialize start from the plan sent, or the
 one stored under `plan_id`; every answer is recorded once and stored for GET /plan/{id}.
-A failing store never costs a plan: writes fail soft (logged, counted, and a warning in the
-answer), reads that have no other source answer 503 `store_unavailable`.
+
+Every call names its principal (the API layer resolves it from the caller's key; in-process
+callers such as the CLI are the anonymous principal): it reads and writes only that
+principal's records, so another's plan id reads exactly like an unknown one. A failing store
+never costs a plan: every store operation runs within the request's deadline, writes fail soft
+(logged, counted, and a warning in the answer), reads that have no other source answer 503
+`store_unavailable`.
 """
 
 from __future__ import annotations
@@ -38,10 +43,15 @@ from planner_arm.planning.cache import CachingPlanner
 from planner_arm.planning.expand import Expander
 from planner_arm.planning.idempotency import Idempotency
 from planner_arm.planning.recorder import PlanRecorder
+from planner_arm.planning.records import Records, StoreGuard
 from planner_arm.planning.replan import Replanner
 from planner_arm.planning.specialize import Specializer
 from planner_arm.planning.stream import PlanStream
-from planner_arm.store.base import PlanStore, note_store_failure
+from planner_arm.store.base import ANONYMOUS, Principal, note_store_failure
+
+# What a stored plan keeps of its request: what a later replan or specialize reads. Step
+# outputs, budgets and the plan sent back are not kept.
+STORED_REQUEST_FIELDS = {"goal", "constraints", "context", "strategy"}
 
 
 class Strategy(Protocol):
@@ -96,7 +106,7 @@ class PlanService:
     replanner: Replanner
     expander: Expander
     specializer: Specializer
-    store: PlanStore
+    guard: StoreGuard
     idempotency: Idempotency
     recorder: PlanRecorder
     rules: PlanRules
@@ -107,7 +117,7 @@ class PlanService:
 
     @property
     def store_kind(self) -> str:
-        return self.store.kind
+        return self.guard.store.kind
 
     def stream(self, plan_id: str, request_id: str) -> PlanStream:
         """The events of one streamed answer, checked with this service's arms and rules."""
@@ -120,8 +130,9 @@ class PlanService:
             clock=self.clock,
         )
 
-    def _deadline(self) -> Deadline:
-        return Deadline(self.timeout_seconds, self.clock)
+    def _records(self, principal: Principal) -> Records:
+        """The principal's records, within a deadline built now: one per request."""
+        return Records(self.guard, principal, Deadline(self.timeout_seconds, self.clock))
 
     async def plan(
         self,
@@ -131,28 +142,43 @@ class PlanService:
         use_cache: bool,
         idempotency_key: str | None = None,
         listener: PlanListener | None = None,
+        principal: Principal = ANONYMOUS,
     ) -> PlanResponse:
-        deadline = self._deadline()
+        records = self._records(principal)
+        deadline = records.deadline
 
         async def run() -> PlanResponse:
             response = await self._recorded(
                 request,
                 deadline,
                 lambda: self.plans.plan(
-                    request, request_id, deadline, use_cache=use_cache, listener=listener
+                    request,
+                    request_id,
+                    deadline,
+                    use_cache=use_cache,
+                    records=records,
+                    listener=listener,
                 ),
             )
-            return await self._stored(response, request)
+            return await self._stored(response, request, records)
 
-        return await self.idempotency.run("plan", idempotency_key, request, run, request_id)
+        return await self.idempotency.run(
+            "plan", idempotency_key, request, run, request_id, records
+        )
 
     async def replan(
-        self, request: ReplanRequest, request_id: str, *, idempotency_key: str | None = None
+        self,
+        request: ReplanRequest,
+        request_id: str,
+        *,
+        idempotency_key: str | None = None,
+        principal: Principal = ANONYMOUS,
     ) -> PlanResponse:
-        deadline = self._deadline()
+        records = self._records(principal)
+        deadline = records.deadline
 
         async def revised() -> PlanResponse:
-            previous, replan_count = await self._replan_base(request)
+            previous, replan_count = await self._replan_base(request, records)
             # Refuse a bad request (unknown steps, the replan limit) before any model call.
             self.replanner.scope(request, previous, replan_count)
             response = await self.replanner.replan(
@@ -167,18 +193,26 @@ class PlanService:
 
         async def run() -> PlanResponse:
             response = await self._recorded(request, deadline, revised)
-            return await self._stored(response, request)
+            return await self._stored(response, request, records)
 
-        return await self.idempotency.run("replan", idempotency_key, request, run, request_id)
+        return await self.idempotency.run(
+            "replan", idempotency_key, request, run, request_id, records
+        )
 
     async def expand(
-        self, request: ExpandRequest, request_id: str, *, idempotency_key: str | None = None
+        self,
+        request: ExpandRequest,
+        request_id: str,
+        *,
+        idempotency_key: str | None = None,
+        principal: Principal = ANONYMOUS,
     ) -> PlanResponse:
         """One step replaced by its sub-plan: a new version of the plan, stored."""
-        deadline = self._deadline()
+        records = self._records(principal)
+        deadline = records.deadline
 
         async def expanded() -> PlanResponse:
-            previous, _ = await self._previous(request.previous, request.plan_id)
+            previous, _ = await self._previous(request.previous, request.plan_id, records)
             self.expander.check(request, previous)  # refuse a bad request before any call
             response = await self.expander.expand(request, previous, request_id, deadline)
             # A plan with inputs keeps them whole: the new steps get one, and the inputs
@@ -191,21 +225,27 @@ class PlanService:
 
         async def run() -> PlanResponse:
             response = await self._recorded(request, deadline, expanded)
-            return await self._stored(response, request)
+            return await self._stored(response, request, records)
 
-        return await self.idempotency.run("expand", idempotency_key, request, run, request_id)
+        return await self.idempotency.run(
+            "expand", idempotency_key, request, run, request_id, records
+        )
 
-    async def specialize(self, body: SpecializeRequest, request_id: str) -> SpecializeResponse:
+    async def specialize(
+        self, body: SpecializeRequest, request_id: str, *, principal: Principal = ANONYMOUS
+    ) -> SpecializeResponse:
         """One step's input (POST /plan/specialize), of the plan sent or the one stored."""
-        deadline = self._deadline()
-        plan, record = await self._previous(body.previous, body.plan_id)
+        records = self._records(principal)
+        plan, record = await self._previous(body.previous, body.plan_id, records)
         goal = body.goal
         if goal is None and record is not None:
             goal = (record.get("request") or {}).get("goal")
-        return await self.specializer.one_step(plan, body.step, goal, request_id, deadline)
+        return await self.specializer.one_step(plan, body.step, goal, request_id, records.deadline)
 
-    async def get(self, plan_id: str) -> PlanResponse:
-        record = await self._read(plan_id)
+    async def get(self, plan_id: str, *, principal: Principal = ANONYMOUS) -> PlanResponse:
+        """The principal's stored plan; another principal's id is answered like an unknown
+        one (the same lookup, the same 404)."""
+        record = await self._read(plan_id, self._records(principal))
         if record is None:
             raise PlanNotFound(f"No plan with id {plan_id!r} is stored (or it has expired).")
         return PlanResponse.model_validate(record["response"])
@@ -234,14 +274,14 @@ class PlanService:
         return response
 
     async def _previous(
-        self, sent: PlanResponse | None, plan_id: str | None
+        self, sent: PlanResponse | None, plan_id: str | None, records: Records
     ) -> tuple[PlanResponse, dict[str, Any] | None]:
         """The plan a follow-up request starts from: the one sent, or the one stored under
         `plan_id` (the request models take exactly one of the two), with its stored record."""
         if sent is not None:
             return sent, None
         assert plan_id is not None  # the request model requires one of the two
-        record = await self._read(plan_id)
+        record = await self._read(plan_id, records)
         if record is None:
             raise PlanNotFound(
                 f"No plan with id {plan_id!r} is stored (or it has expired); "
@@ -249,27 +289,29 @@ class PlanService:
             )
         return PlanResponse.model_validate(record["response"]), record
 
-    async def _replan_base(self, request: ReplanRequest) -> tuple[PlanResponse, int | None]:
+    async def _replan_base(
+        self, request: ReplanRequest, records: Records
+    ) -> tuple[PlanResponse, int | None]:
         """The plan to revise, and the replans of its chain as this service counted them.
 
         A plan this service stored is read from the store, so a caller cannot reset the
         count by editing `replan_count` in the plan it sends back."""
-        previous, record = await self._previous(request.previous, request.plan_id)
+        previous, record = await self._previous(request.previous, request.plan_id, records)
         if record is not None:
             return previous, previous.replan_count
-        return previous, await self._counted_replans(previous)
+        return previous, await self._counted_replans(previous, records)
 
-    async def _counted_replans(self, previous: PlanResponse) -> int | None:
+    async def _counted_replans(self, previous: PlanResponse, records: Records) -> int | None:
         """The replans of `previous`'s chain as stored: its own record, else its parent's plus
         one, so neither an edited count nor a made-up plan_id resets the limit. None when the
         store knows neither (the plan came from elsewhere, or the store is down)."""
         try:
-            own = await self.store.get_plan(previous.plan_id)
+            own = await records.get_plan(previous.plan_id)
             if own is not None:
                 return PlanResponse.model_validate(own["response"]).replan_count
             if previous.parent_plan_id is None:
                 return None
-            parent = await self.store.get_plan(previous.parent_plan_id)
+            parent = await records.get_plan(previous.parent_plan_id)
         except StoreUnavailable as error:
             note_store_failure(self.metrics, "get_plan", error)
             return None
@@ -277,21 +319,24 @@ class PlanService:
             return None
         return PlanResponse.model_validate(parent["response"]).replan_count + 1
 
-    async def _read(self, plan_id: str) -> dict[str, Any] | None:
+    async def _read(self, plan_id: str, records: Records) -> dict[str, Any] | None:
         try:
-            return await self.store.get_plan(plan_id)
+            return await records.get_plan(plan_id)
         except StoreUnavailable as error:
             note_store_failure(self.metrics, "get_plan", error)
             raise
 
-    async def _stored(self, response: PlanResponse, request: PlanRequest) -> PlanResponse:
-        """`response`, stored for GET /plan/{id}; when the store fails, the answer says so."""
+    async def _stored(
+        self, response: PlanResponse, request: PlanRequest, records: Records
+    ) -> PlanResponse:
+        """`response`, stored for GET /plan/{id}; when the store fails, the answer says so.
+        A principal past its cap of plan bytes is refused (429 tenant_quota_exceeded)."""
         record = {
             "response": response.model_dump(mode="json"),
-            "request": request.model_dump(mode="json", exclude={"previous"}),
+            "request": request.model_dump(mode="json", include=STORED_REQUEST_FIELDS),
         }
         try:
-            await self.store.put_plan(response.plan_id, record)
+            await records.put_plan(response.plan_id, record)
         except StoreUnavailable as error:
             note_store_failure(self.metrics, "put_plan", error)
             detail = f"the plan store is unavailable ({error.detail})"
