@@ -197,9 +197,10 @@ async def test_a_frozen_redis_times_out_then_recovers(
     await store.put_plan(OWNER, "p-1", {"response": ANSWER})
     own_server.pause()
     try:
-        # Each command is bounded by twice the socket timeout whatever the client does inside
-        # (reconnect, handshake); a claim may send two commands. Plus scheduling slack.
-        await every_call_fails_fast(store, within=2 * (2 * 0.1) + 0.3)
+        # Each command is bounded by the socket timeout whatever the client does inside
+        # (reconnect, handshake; a timeout is not retried); a claim may send two commands.
+        # Plus scheduling slack.
+        await every_call_fails_fast(store, within=2 * 0.1 + 0.3)
     finally:
         own_server.resume()
     assert await store.get_plan(OWNER, "p-1") == {"response": ANSWER}
