@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import httpx
@@ -110,10 +110,8 @@ async def one_command(url: str, socket_timeout: float, redis: subprocess.Popen[b
     redis.send_signal(signal.SIGSTOP)
     try:
         started = time.monotonic()
-        try:
+        with suppress(StoreUnavailable):
             await store.ping()
-        except StoreUnavailable:
-            pass
         return time.monotonic() - started
     finally:
         redis.send_signal(signal.SIGCONT)
@@ -140,7 +138,12 @@ def main() -> None:
             first = client.post("/plan", json=GOAL).json()
             redis.send_signal(signal.SIGSTOP)
             calls = [
-                ("POST /plan", "POST", "/plan", {"json": GOAL, "headers": {"Idempotency-Key": "k"}}),
+                (
+                    "POST /plan",
+                    "POST",
+                    "/plan",
+                    {"json": GOAL, "headers": {"Idempotency-Key": "k"}},
+                ),
                 (
                     "POST /replan",
                     "POST",
@@ -163,7 +166,9 @@ def main() -> None:
                     worst = max(worst, seconds)
                     print(f"round {round_number}  {name:<18} {status}  {seconds:5.2f} s")
             verdict = "PASS" if worst <= bound else "MISS"
-            print(f"slowest answer {worst:.2f} s, bound {bound:.2f} s (deadline + 0.5 s): {verdict}")
+            print(
+                f"slowest answer {worst:.2f} s, bound {bound:.2f} s (deadline + 0.5 s): {verdict}"
+            )
 
 
 if __name__ == "__main__":
