@@ -17,7 +17,8 @@ from redis.backoff import NoBackoff
 
 from planner_arm.clock import Deadline
 from planner_arm.config import load_settings
-from planner_arm.errors import StoreUnavailable
+from planner_arm.errors import StoreFull, StoreUnavailable
+from planner_arm.planning.records import StoreGuard
 from planner_arm.planning.wiring import build_store
 from planner_arm.store.base import Claimed, InProgress, PlanStore, Principal, Replay
 from planner_arm.store.redis_backend import RedisStore
@@ -252,4 +253,30 @@ async def test_a_refused_password_is_store_unavailable_and_not_echoed(
         assert await right.healthy() is True
         await right.close()
     finally:
+        server.stop()
+
+
+async def test_a_full_redis_refuses_writes_and_is_not_marked_down(
+    tmp_path: Path, fake_clock: FakeClock
+) -> None:
+    server = RedisServer(tmp_path, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+    server.start()
+    store = make_store(server.url, fake_clock)
+    guard = StoreGuard(store, operation_timeout=1.0, down_seconds=30, clock=fake_clock.as_clock())
+    try:
+        await store.put_plan(OWNER, "kept", {"response": ANSWER})
+        record = {"response": ANSWER, "text": "x" * 20_000}
+
+        async def fill() -> None:
+            for n in range(200):  # 200 x 20 KB: past 2 MB
+                await guard.run(lambda n=n: store.put_plan(OWNER, f"p-{n}", record), 1.0)
+
+        with pytest.raises(StoreFull) as refused:
+            await fill()
+        assert refused.value.code == "store_unavailable"  # a write not kept: answered softly
+        assert guard.down is False  # reads still work: the store is not skipped
+        assert await guard.run(lambda: store.get_plan(OWNER, "kept"), 1.0) == {"response": ANSWER}
+        assert await store.eviction_policy() == "noeviction"
+    finally:
+        await store.close()
         server.stop()

@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from planner_arm.clock import Clock, Deadline
 from planner_arm.errors import StoreFull, StoreUnavailable, TenantQuotaExceeded
@@ -271,7 +271,7 @@ class RedisStore:
             async with asyncio.timeout(self._operation_timeout):
                 return await command
         except ResponseError as exc:
-            if str(exc).startswith("OOM"):
+            if isinstance(exc, OutOfMemoryError):
                 # maxmemory reached under noeviction: writes are refused, reads still work.
                 raise StoreFull("the plan store (Redis) is full and refuses writes") from exc
             raise StoreUnavailable(
