@@ -56,7 +56,7 @@ def largest_body(
     goal = f"Request {n}: migrate the billing service to the new ledger " + "and verify it " * 600
     body: dict[str, object] = {
         "goal": goal[:8000],
-        "constraints": [f"Constraint {c} of request {n}: " + "x" * 970 for c in range(24)],
+        "constraints": [f"Constraint {c} of request {n}: " + "x" * 940 for c in range(24)],
         "context": {"notes": ""},
     }
     room = max_body - len(httpx.Request("POST", "/", json=body).content) - 64
@@ -74,7 +74,8 @@ def start(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
-async def drive(base: str, pid: int, requests: int, concurrency: int) -> None:
+async def drive(base: str, pid: int, requests: int, concurrency: int) -> int:
+    """Sends the requests; returns how many were not answered 200."""
     sent = 0
     failures: Counter[str] = Counter()
     lock = asyncio.Lock()
@@ -103,6 +104,7 @@ async def drive(base: str, pid: int, requests: int, concurrency: int) -> None:
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
     if failures:
         print(f"not answered 200: {dict(failures)}")
+    return sum(failures.values())
 
 
 def main() -> None:
@@ -135,11 +137,12 @@ def main() -> None:
                 time.sleep(0.05)
         before = rss_mib(service.pid)
         print(f"idle RSS {before:.1f} MiB; {args.requests} requests of ~64 KiB each")
-        asyncio.run(drive(base, service.pid, args.requests, args.concurrency))
+        refused = asyncio.run(drive(base, service.pid, args.requests, args.concurrency))
         after = rss_mib(service.pid)
         per_request = (after - before) * 1024 / args.requests
         budget = LIMIT_MIB * (1 - HEADROOM)
-        verdict = "PASS" if after <= budget else "MISS"
+        # A refused request stores nothing: the figure would say nothing of the bound.
+        verdict = "PASS" if after <= budget and not refused else "MISS"
         print(f"final RSS {after:.1f} MiB, {per_request:.1f} KiB per request over idle")
         target = f"{LIMIT_MIB} Mi limit less {HEADROOM:.0%}"
         print(f"target: at most {budget:.0f} MiB ({target}): {verdict}")
