@@ -30,6 +30,8 @@ T = TypeVar("T")
 
 # The least time a store operation gets, even when the request's deadline has (nearly) come.
 GRACE_SECONDS = 0.2
+# The most a /health probe of the store takes.
+HEALTH_PROBE_SECONDS = 0.25
 
 
 class StoreGuard:
@@ -93,11 +95,16 @@ class StoreGuard:
         return result
 
     async def status(self) -> tuple[bool, str | None]:
-        """Whether the store answers now, and its eviction policy when it says."""
+        """Whether the store answers now, and its eviction policy when it says. Asked even
+        while the store is skipped: /health is also the probe that finds it back (and closes
+        the circuit), or finds it still down (and keeps it open)."""
         try:
-            policy = await self.run(self.store.eviction_policy, self._operation_timeout, "health")
-        except StoreUnavailable:
+            async with asyncio.timeout(min(self._operation_timeout, HEALTH_PROBE_SECONDS)):
+                policy = await self.store.eviction_policy()
+        except (StoreUnavailable, TimeoutError):
+            self._circuit.record_failure()
             return False, None
+        self._circuit.record_success()
         return True, policy
 
     def _changed(self, _: str, state: CircuitState) -> None:

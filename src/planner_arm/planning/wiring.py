@@ -78,11 +78,8 @@ class Service:
         return "degraded" if self.model_health().degraded else "configured"
 
     async def store_status(self) -> tuple[Literal["memory", "redis", "degraded"], str | None]:
-        """The store's kind, or `degraded` when it does not answer now or failed moments ago
-        (plans still go out); and Redis's eviction policy when it says (`unknown` when it
-        may not be read)."""
-        if self.guard.down:
-            return "degraded", None
+        """The store's kind, or `degraded` when it does not answer now (plans still go out);
+        and Redis's eviction policy when it says (`unknown` when it may not be read)."""
         answers, policy = await self.guard.status()
         return (self.store.kind if answers else "degraded"), policy
 
