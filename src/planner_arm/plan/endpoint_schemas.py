@@ -218,8 +218,7 @@ class HealthResponse(BaseModel):
     )
     store: Literal["memory", "redis", "degraded"] = Field(
         "memory",
-        description="Where plans are kept; degraded: Redis does not answer now, or failed "
-        "moments ago and is not asked for a while",
+        description="Where plans are kept; degraded: Redis does not answer now",
     )
     store_eviction_policy: str | None = Field(
         None,
