@@ -200,7 +200,7 @@ class CacheSettings(Section):
     ttl_seconds: float = Field(300.0, gt=0, le=86_400)
     max_entries: int = Field(1024, ge=1, le=1_000_000)
     # The in-process cache's bound on its plans' JSON (a Redis store keeps them in Redis).
-    max_bytes: int = Field(16 * 1024 * 1024, ge=64 * 1024, le=16 * 1024**3)
+    max_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024, le=16 * 1024**3)
 
 
 class TenantSettings(Section):
@@ -226,7 +226,7 @@ class StoreSettings(Section):
     # Per kind of record (plans, idempotency keys, cache entries) in the memory backend: at
     # most this many, and at most `max_bytes` of their JSON; the least recently used go first.
     max_entries: int = Field(10_000, ge=1, le=10_000_000)
-    max_bytes: int = Field(48 * 1024 * 1024, ge=64 * 1024, le=16 * 1024**3)
+    max_bytes: int = Field(24 * 1024 * 1024, ge=64 * 1024, le=16 * 1024**3)
     # Each Redis command and connect; a Redis that hangs costs a request at most this.
     socket_timeout_seconds: float = Field(0.5, gt=0, le=30)
     # After a store failure the store is not asked again for this long (answers go out
