@@ -23,7 +23,7 @@ SHARED = {"config", "errors", "metrics", "logging", "defaults", "clock", "limits
 ALLOWED: dict[str, set[str]] = {
     "api": {"mcp_server", "planning", "pipeline", "llm", "store", "plan", *SHARED},
     # The MCP server: the planning endpoints as tools, for the app's /mcp and `planner-arm mcp`.
-    "mcp_server": {"planning", "plan", *SHARED},
+    "mcp_server": {"planning", "store", "plan", *SHARED},
     "planning": {"rules", "pipeline", "llm", "store", "plan", *SHARED},
     # The rule-based planner: no I/O, so nothing of the service's machinery either.
     "rules": {"plan", "config", "errors", "defaults", "limits"},

@@ -174,11 +174,18 @@ class CircuitSettings(Section):
 
 
 class AuthSettings(Section):
-    """API keys for the planning endpoints; none configured means no key is asked for."""
+    """API keys for the planning endpoints; none configured means no key is asked for.
+
+    An entry `tenant:key` names the tenant the key belongs to (`tenant` is 1-32 of a-z, 0-9,
+    `_` and `-`): the keys of one tenant share its plans, so a key can be rotated without
+    losing them. A plain `key` is a tenant of its own. Records are filed under a keyed hash of
+    the tenant (or key), never the key itself; `principal_secret` keys that hash (the same on
+    every replica of one store), else a fixed derivation is used."""
 
     api_keys: list[SecretStr] = Field(default_factory=list)
     # A mounted secret: one key a line; blank lines and lines starting with # are skipped.
     api_keys_file: Path | None = None
+    principal_secret: SecretStr | None = None
 
     @model_validator(mode="after")
     def _read_keys_file(self) -> AuthSettings:
@@ -205,6 +212,21 @@ class CacheSettings(Section):
     enabled: bool = True
     ttl_seconds: float = Field(300.0, gt=0, le=86_400)
     max_entries: int = Field(1024, ge=1, le=1_000_000)
+    # The in-process cache's bound on its plans' JSON (a Redis store keeps them in Redis).
+    max_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024, le=16 * 1024**3)
+
+
+class TenantSettings(Section):
+    """What one principal (an API key, or a tenant's keys) may use, so none crowds out the
+    others. Applied when API keys are configured; without keys there is one anonymous caller
+    and nobody to crowd out."""
+
+    # Planning requests a second, per principal and per replica; 0 turns the limit off.
+    requests_per_second: float = Field(20.0, ge=0, le=100_000)
+    # Requests a principal may send at once above its rate.
+    burst: int = Field(40, ge=1, le=100_000)
+    # Bytes of stored plans (their JSON) a principal may hold; 0 turns the cap off.
+    max_plan_bytes: int = Field(16 * 1024 * 1024, ge=0, le=1024**4)
 
 
 class StoreSettings(Section):
@@ -214,10 +236,15 @@ class StoreSettings(Section):
     # A secret because it may carry the password.
     url: SecretStr | None = None
     ttl_seconds: float = Field(86_400.0, gt=0, le=30 * 86_400)
-    # Per kind of record (plans, idempotency keys, cache entries) in the memory backend.
+    # Per kind of record (plans, idempotency keys, cache entries) in the memory backend: at
+    # most this many, and at most `max_bytes` of their JSON; the least recently used go first.
     max_entries: int = Field(10_000, ge=1, le=10_000_000)
-    # Each Redis command and connect; a Redis that hangs costs a request at most about this.
+    max_bytes: int = Field(24 * 1024 * 1024, ge=64 * 1024, le=16 * 1024**3)
+    # Each Redis command and connect; a Redis that hangs costs a request at most this.
     socket_timeout_seconds: float = Field(0.5, gt=0, le=30)
+    # After a store failure the store is not asked again for this long (answers go out
+    # without it, GET /plan/{id} answers 503 at once).
+    down_seconds: float = Field(5.0, gt=0, le=600)
     key_prefix: str = Field("planner-arm", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     # How often a request waiting on another one's idempotency key looks again (Redis).
     poll_interval_seconds: float = Field(0.05, gt=0, le=5)
@@ -271,6 +298,7 @@ class Settings(BaseSettings):
     store: StoreSettings = Field(default_factory=StoreSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
+    tenants: TenantSettings = Field(default_factory=TenantSettings)
     expansion: ExpansionSettings = Field(default_factory=ExpansionSettings)
     arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)
     arm_aliases: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ARM_ALIASES))

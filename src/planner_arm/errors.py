@@ -12,9 +12,12 @@
     │   ├── PlanNotFound              no stored plan has this id
     │   ├── IdempotencyKeyReused      the key was used with another body
     │   ├── InvalidIdempotencyKey     an Idempotency-Key that breaks the rules
-    │   └── IdempotencyInProgress     the key's first request is still planning
+    │   ├── IdempotencyInProgress     the key's first request is still planning
+    │   └── TooManyRequests           429 with `retry_after`: `rate_limited` (the caller's
+    │                                 request rate) or `tenant_quota_exceeded` (plan bytes held)
     ├── NotReady                      starting (`not_ready`) or draining (`shutting_down`)
     ├── StoreUnavailable              the plan store (Redis) does not answer
+    │   └── StoreFull                 Redis refuses writes: out of memory (noeviction)
     ├── PlanParseError                no plan-shaped JSON in the model's answer
     ├── PlanValidationError           a plan that breaks a rule local repair cannot mend
     ├── LLMError                      the model call itself failed
@@ -202,11 +205,33 @@ class IdempotencyInProgress(RequestRejected):
     http_status = 409
 
 
+class TooManyRequests(RequestRejected):
+    """429: the caller has used its share for now. `rate_limited`: over its request rate;
+    `tenant_quota_exceeded`: it holds its cap of plan bytes in the store. `retry_after`:
+    seconds until a retry may pass."""
+
+    code = "rate_limited"
+    http_status = 429
+
+    def __init__(self, detail: str, *, code: str | None = None, retry_after: float) -> None:
+        super().__init__(detail, code=code)
+        self.retry_after = retry_after
+
+
+class TenantQuotaExceeded(TooManyRequests):
+    code = "tenant_quota_exceeded"
+
+
 class StoreUnavailable(PlannerError):
     """The plan store failed; writes fail soft, reads with no other source answer 503."""
 
     code = "store_unavailable"
     http_status = 503
+
+
+class StoreFull(StoreUnavailable):
+    """Redis refuses writes for want of memory (`maxmemory` under `noeviction`): the store is
+    up and reads work, so this does not mark it down."""
 
 
 class ExpandRejected(ReplanRejected):

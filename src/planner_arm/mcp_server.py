@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
@@ -41,6 +41,7 @@ from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_fo
 from planner_arm.planning.service import PlanService
 from planner_arm.planning.stream import ERROR, PLAN, RESET, STEP, PlanStream, StreamEvent
 from planner_arm.planning.wiring import Service
+from planner_arm.store.base import ANONYMOUS, Principal
 
 log = structlog.get_logger("planner_arm.mcp_server")
 
@@ -58,11 +59,12 @@ _PLANS = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHin
 
 @dataclass(frozen=True)
 class Caller:
-    """Who sent a tool call: over HTTP the API key the request presented (checked before the
-    call reached the server), over stdio no key (the local user who started the process)."""
+    """Who sent a tool call: over HTTP the principal its API key authenticated (checked
+    before the call reached the server: plans are that principal's, as over the HTTP API);
+    over stdio the local user who started the process, the anonymous principal."""
 
     transport: Literal["http", "stdio"]
-    api_key: str | None = field(default=None, repr=False)
+    principal: Principal = ANONYMOUS
 
 
 STDIO_CALLER = Caller("stdio")
@@ -167,10 +169,18 @@ def build_mcp_server(service: Service) -> FastMCP:
         call = tool_call(service, ctx)
         use_cache = request.options.use_cache
         if not _wants_progress(ctx):
-            return await call.plans.plan(request, call.request_id, use_cache=use_cache)
+            return await call.plans.plan(
+                request, call.request_id, use_cache=use_cache, principal=call.caller.principal
+            )
 
         def work(stream: PlanStream) -> Awaitable[PlanResponse]:
-            return call.plans.plan(request, call.request_id, use_cache=use_cache, listener=stream)
+            return call.plans.plan(
+                request,
+                call.request_id,
+                use_cache=use_cache,
+                listener=stream,
+                principal=call.caller.principal,
+            )
 
         stream = call.plans.stream(uuid.uuid4().hex, call.request_id)
         return await plan_with_progress(ctx, stream, work)
@@ -179,7 +189,7 @@ def build_mcp_server(service: Service) -> FastMCP:
         """POST /replan: the plan revised after a failure or a change, its finished steps
         kept. `step_states` maps a step number to its status (and output or error)."""
         call = tool_call(service, ctx)
-        return await call.plans.replan(request, call.request_id)
+        return await call.plans.replan(request, call.request_id, principal=call.caller.principal)
 
     async def validate_plan(
         request: ValidateRequest, ctx: Context[Any, Any, Any]
@@ -192,25 +202,29 @@ def build_mcp_server(service: Service) -> FastMCP:
         """POST /plan/expand: a new version of the plan with one step replaced by its
         sub-plan."""
         call = tool_call(service, ctx)
-        return await call.plans.expand(request, call.request_id)
+        return await call.plans.expand(request, call.request_id, principal=call.caller.principal)
 
     async def specialize_step(
         request: SpecializeRequest, ctx: Context[Any, Any, Any]
     ) -> SpecializeResponse:
         """POST /plan/specialize: one step's typed arm input."""
         call = tool_call(service, ctx)
-        return await call.plans.specialize(request, call.request_id)
+        return await call.plans.specialize(
+            request, call.request_id, principal=call.caller.principal
+        )
 
     async def get_plan(plan_id: str, ctx: Context[Any, Any, Any]) -> PlanResponse:
         """GET /plan/{plan_id}: a stored plan, as it was answered, while its TTL lasts."""
-        return await tool_call(service, ctx).plans.get(plan_id)
+        call = tool_call(service, ctx)
+        return await call.plans.get(plan_id, principal=call.caller.principal)
 
     async def plan_resource(plan_id: str) -> str:
         """A stored plan (a /plan, /replan or /plan/expand answer) as JSON."""
         # Not a `ctx` parameter: the SDK validates a resource function's arguments, and the
         # copy of the context that makes has lost the request.
         try:
-            response = await tool_call(service, server.get_context()).plans.get(plan_id)
+            call = tool_call(service, server.get_context())
+            response = await call.plans.get(plan_id, principal=call.caller.principal)
         except PlannerError as error:
             raise ResourceError(f"{error.code}: {error.detail}") from error
         return response.model_dump_json()

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 import respx
+from fastapi import Request
 
 from planner_arm.api import auth
+from planner_arm.config import load_settings
+from planner_arm.errors import Unauthorized
 from support.app import TEST_KEY, answer, make_settings, running_app
 from support.invariants import DEFAULT_ARMS, assert_valid_plan
 
@@ -92,16 +95,25 @@ def test_key_comparison_checks_every_key(monkeypatch: pytest.MonkeyPatch) -> Non
         return real_compare(given, key)
 
     monkeypatch.setattr(auth.hmac, "compare_digest", counting_compare)
+    settings = load_settings(auth={"api_keys": ["first-key", "second-key", "third-key"]})
+    ring = auth.KeyRing.from_settings(settings.auth)
     keys = [b"first-key", b"second-key", b"third-key"]
+
+    def caller(key: str) -> Request:
+        return Request({"type": "http", "headers": [(b"x-api-key", key.encode())]})
+
     # A match on the first key still compares the others: the time says nothing of which.
-    assert auth.key_matches("first-key", keys)
+    first = ring.principal_for(caller("first-key"))
     assert compared == keys
     compared.clear()
-    assert not auth.key_matches("second-ke", keys)
+    with pytest.raises(Unauthorized):
+        ring.principal_for(caller("second-ke"))
     assert compared == keys
     compared.clear()
-    assert auth.key_matches("third-key", keys)
+    third = ring.principal_for(caller("third-key"))
     assert compared == keys
+    assert first != third
+    assert "first-key" not in repr(first)
 
 
 async def test_limits_come_from_config() -> None:

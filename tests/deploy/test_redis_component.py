@@ -153,7 +153,7 @@ def test_redis_runs_locked_down_and_keeps_nothing() -> None:
     args = REDIS["args"]
     assert args[args.index("--save") + 1] == ""
     assert args[args.index("--appendonly") + 1] == "no"
-    assert args[args.index("--maxmemory-policy") + 1] == "allkeys-lru"
+    assert args[args.index("--maxmemory-policy") + 1] == "noeviction"
     assert "limits" in REDIS["resources"]
 
 

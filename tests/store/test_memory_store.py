@@ -3,10 +3,11 @@ used records first, each kind of record within its own bound."""
 
 from __future__ import annotations
 
-from planner_arm.store.base import Claimed, InProgress, Replay
+from planner_arm.store.base import Claimed, InProgress, Principal, Replay
 from planner_arm.store.memory import MemoryStore
 from support.app import FakeClock
 
+OWNER = Principal(id="a")
 ANSWER = {"plan_id": "p-1"}
 
 
@@ -16,58 +17,91 @@ def make_store(clock: FakeClock, max_entries: int = 100) -> MemoryStore:
 
 async def test_plans_and_cache_entries_expire_on_the_clock(fake_clock: FakeClock) -> None:
     store = make_store(fake_clock)
-    await store.put_plan("default-ttl", {"n": 1})
-    await store.put_plan("short-ttl", {"n": 2}, ttl=60)
-    await store.cache_put("c-1", {"n": 3}, ttl=300)
+    await store.put_plan(OWNER, "default-ttl", {"n": 1})
+    await store.put_plan(OWNER, "short-ttl", {"n": 2}, ttl=60)
+    await store.cache_put(OWNER, "c-1", {"n": 3}, ttl=300)
     fake_clock.time += 59
-    assert await store.get_plan("short-ttl") == {"n": 2}
+    assert await store.get_plan(OWNER, "short-ttl") == {"n": 2}
     fake_clock.time += 1
-    assert await store.get_plan("short-ttl") is None
-    assert await store.cache_get("c-1") == {"n": 3}
+    assert await store.get_plan(OWNER, "short-ttl") is None
+    assert await store.cache_get(OWNER, "c-1") == {"n": 3}
     fake_clock.time += 240
-    assert await store.cache_get("c-1") is None
-    assert await store.get_plan("default-ttl") == {"n": 1}
+    assert await store.cache_get(OWNER, "c-1") is None
+    assert await store.get_plan(OWNER, "default-ttl") == {"n": 1}
     fake_clock.time += 3600 - 300
-    assert await store.get_plan("default-ttl") is None
+    assert await store.get_plan(OWNER, "default-ttl") is None
 
 
 async def test_a_claim_lapses_after_its_lease_an_answer_after_the_ttl(
     fake_clock: FakeClock,
 ) -> None:
     store = make_store(fake_clock)
-    crashed = await store.claim("key-1", "body-a", lease_seconds=10)
+    crashed = await store.claim(OWNER, "key-1", "body-a", lease_seconds=10)
     assert isinstance(crashed, Claimed)
     fake_clock.time += 9
-    assert await store.claim("key-1", "body-a", lease_seconds=10) == InProgress()
+    assert await store.claim(OWNER, "key-1", "body-a", lease_seconds=10) == InProgress()
     fake_clock.time += 1
-    retried = await store.claim("key-1", "body-a", lease_seconds=10)
+    retried = await store.claim(OWNER, "key-1", "body-a", lease_seconds=10)
     assert isinstance(retried, Claimed)
     await store.complete(retried, ANSWER)
     fake_clock.time += 3599
-    assert await store.claim("key-1", "body-a", lease_seconds=10) == Replay(ANSWER)
+    assert await store.claim(OWNER, "key-1", "body-a", lease_seconds=10) == Replay(ANSWER)
     fake_clock.time += 1
-    assert isinstance(await store.claim("key-1", "body-a", lease_seconds=10), Claimed)
+    assert isinstance(await store.claim(OWNER, "key-1", "body-a", lease_seconds=10), Claimed)
 
 
 async def test_the_bound_drops_the_least_recently_used_plan(fake_clock: FakeClock) -> None:
     store = make_store(fake_clock, max_entries=3)
     for plan_id in ("p-1", "p-2", "p-3"):
-        await store.put_plan(plan_id, {"id": plan_id})
-    assert await store.get_plan("p-1") == {"id": "p-1"}  # now the most recently used
-    await store.put_plan("p-4", {"id": "p-4"})
-    assert await store.get_plan("p-2") is None
+        await store.put_plan(OWNER, plan_id, {"id": plan_id})
+    assert await store.get_plan(OWNER, "p-1") == {"id": "p-1"}  # now the most recently used
+    await store.put_plan(OWNER, "p-4", {"id": "p-4"})
+    assert await store.get_plan(OWNER, "p-2") is None
     for plan_id in ("p-1", "p-3", "p-4"):
-        assert await store.get_plan(plan_id) == {"id": plan_id}
+        assert await store.get_plan(OWNER, plan_id) == {"id": plan_id}
 
 
 async def test_a_busy_cache_does_not_push_plans_or_keys_out(fake_clock: FakeClock) -> None:
     store = make_store(fake_clock, max_entries=2)
-    await store.put_plan("p-1", {"id": "p-1"})
-    claim = await store.claim("key-1", "body-a", lease_seconds=30)
+    await store.put_plan(OWNER, "p-1", {"id": "p-1"})
+    claim = await store.claim(OWNER, "key-1", "body-a", lease_seconds=30)
     assert isinstance(claim, Claimed)
     for n in range(10):
-        await store.cache_put(f"c-{n}", {"n": n}, ttl=300)
-    assert await store.get_plan("p-1") == {"id": "p-1"}
-    assert await store.claim("key-1", "body-a", lease_seconds=30) == InProgress()
-    assert await store.cache_get("c-0") is None
-    assert await store.cache_get("c-9") == {"n": 9}
+        await store.cache_put(OWNER, f"c-{n}", {"n": n}, ttl=300)
+    assert await store.get_plan(OWNER, "p-1") == {"id": "p-1"}
+    assert await store.claim(OWNER, "key-1", "body-a", lease_seconds=30) == InProgress()
+    assert await store.cache_get(OWNER, "c-0") is None
+    assert await store.cache_get(OWNER, "c-9") == {"n": 9}
+
+
+async def test_the_byte_bound_drops_the_oldest_records_first(fake_clock: FakeClock) -> None:
+    store = MemoryStore(
+        ttl_seconds=3600, max_entries=1000, max_bytes=3_000, clock=fake_clock.as_clock()
+    )
+    big = {"text": "x" * 900}  # about 912 bytes of JSON each: three fit, not four
+    for plan_id in ("p-1", "p-2", "p-3"):
+        await store.put_plan(OWNER, plan_id, big)
+    assert await store.get_plan(OWNER, "p-1") == big  # now the most recently used
+    await store.put_plan(OWNER, "p-4", big)
+    assert await store.get_plan(OWNER, "p-2") is None
+    for plan_id in ("p-1", "p-3", "p-4"):
+        assert await store.get_plan(OWNER, plan_id) == big
+    assert store.held_bytes(OWNER) == 3 * len('{"text":"' + "x" * 900 + '"}')
+    # The cache and the idempotency records have bounds of their own, also in bytes.
+    for n in range(10):
+        await store.cache_put(OWNER, f"c-{n}", big, ttl=300)
+    assert await store.cache_get(OWNER, "c-6") is None
+    assert await store.cache_get(OWNER, "c-9") == big
+    assert await store.get_plan(OWNER, "p-4") == big
+
+
+async def test_plans_that_ran_out_free_their_owners_bytes(fake_clock: FakeClock) -> None:
+    store = MemoryStore(
+        ttl_seconds=60, max_entries=100, owner_quota_bytes=2_000, clock=fake_clock.as_clock()
+    )
+    record = {"text": "x" * 900}
+    await store.put_plan(OWNER, "p-1", record)
+    await store.put_plan(OWNER, "p-2", record)
+    fake_clock.time += 60
+    await store.put_plan(OWNER, "p-3", record)  # the first two expired: room again
+    assert store.held_bytes(OWNER) == len('{"text":"' + "x" * 900 + '"}')

@@ -10,10 +10,20 @@ import pytest
 
 from planner_arm.clock import Deadline
 from planner_arm.config import load_settings
+from planner_arm.errors import TenantQuotaExceeded
 from planner_arm.planning.wiring import build_store
-from planner_arm.store.base import Claimed, ClaimOutcome, Conflict, InProgress, PlanStore, Replay
+from planner_arm.store.base import (
+    Claimed,
+    ClaimOutcome,
+    Conflict,
+    InProgress,
+    PlanStore,
+    Principal,
+    Replay,
+)
 from support.app import FakeClock
 
+OWNER = Principal(id="a")
 LEASE = 30.0
 ANSWER = {"plan_id": "p-1", "steps": [{"step": 1, "action": "Write the fix"}], "version": 1}
 
@@ -32,68 +42,68 @@ async def store(request: pytest.FixtureRequest, fake_clock: FakeClock) -> AsyncI
 async def test_a_stored_plan_comes_back_as_stored(store: PlanStore) -> None:
     record = {"response": ANSWER, "request": {"goal": "Fix the login bug"}, "replan_count": 0}
     record["parent_plan_id"] = None
-    await store.put_plan("p-1", record)
-    fetched = await store.get_plan("p-1")
+    await store.put_plan(OWNER, "p-1", record)
+    fetched = await store.get_plan(OWNER, "p-1")
     assert fetched == record
     assert fetched is not None
     fetched["response"]["steps"].clear()  # the caller's copy, not the store's
-    assert await store.get_plan("p-1") == record
-    assert await store.get_plan("p-unknown") is None
+    assert await store.get_plan(OWNER, "p-1") == record
+    assert await store.get_plan(OWNER, "p-unknown") is None
 
 
 async def test_a_cache_entry_comes_back_until_replaced(store: PlanStore) -> None:
-    assert await store.cache_get("k") is None
-    await store.cache_put("k", {"plan": 1}, ttl=300)
-    await store.cache_put("other", {"plan": 2}, ttl=300)
-    assert await store.cache_get("k") == {"plan": 1}
-    await store.cache_put("k", {"plan": 3}, ttl=300)
-    assert await store.cache_get("k") == {"plan": 3}
-    assert await store.get_plan("k") is None  # plans and cache entries do not mix
+    assert await store.cache_get(OWNER, "k") is None
+    await store.cache_put(OWNER, "k", {"plan": 1}, ttl=300)
+    await store.cache_put(OWNER, "other", {"plan": 2}, ttl=300)
+    assert await store.cache_get(OWNER, "k") == {"plan": 1}
+    await store.cache_put(OWNER, "k", {"plan": 3}, ttl=300)
+    assert await store.cache_get(OWNER, "k") == {"plan": 3}
+    assert await store.get_plan(OWNER, "k") is None  # plans and cache entries do not mix
 
 
 async def test_the_first_claim_wins_and_its_answer_is_replayed(store: PlanStore) -> None:
-    first = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    first = await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE)
     assert isinstance(first, Claimed)
-    assert (first.key, first.fingerprint) == ("key-1", "body-a")
-    assert isinstance(await store.claim("key-1", "body-a", lease_seconds=LEASE), InProgress)
+    assert (first.owner, first.key, first.fingerprint) == ("a", "key-1", "body-a")
+    assert isinstance(await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE), InProgress)
     assert await store.complete(first, ANSWER) is True
-    assert await store.claim("key-1", "body-a", lease_seconds=LEASE) == Replay(ANSWER)
+    assert await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE) == Replay(ANSWER)
     # Other keys are untouched.
-    assert isinstance(await store.claim("key-2", "body-a", lease_seconds=LEASE), Claimed)
+    assert isinstance(await store.claim(OWNER, "key-2", "body-a", lease_seconds=LEASE), Claimed)
 
 
 async def test_the_same_key_with_another_body_is_a_conflict(
     store: PlanStore, fake_clock: FakeClock
 ) -> None:
-    first = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    first = await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE)
     assert isinstance(first, Claimed)
-    assert await store.claim("key-1", "body-b", lease_seconds=LEASE) == Conflict()
+    assert await store.claim(OWNER, "key-1", "body-b", lease_seconds=LEASE) == Conflict()
     await store.complete(first, ANSWER)
-    assert await store.claim("key-1", "body-b", lease_seconds=LEASE) == Conflict()
+    assert await store.claim(OWNER, "key-1", "body-b", lease_seconds=LEASE) == Conflict()
     deadline = Deadline(10, fake_clock.as_clock())
-    assert await store.wait("key-1", "body-b", deadline, lease_seconds=LEASE) == Conflict()
+    assert await store.wait(OWNER, "key-1", "body-b", deadline, lease_seconds=LEASE) == Conflict()
 
 
 async def test_a_released_key_can_be_claimed_again(store: PlanStore) -> None:
-    first = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    first = await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE)
     assert isinstance(first, Claimed)
     await store.release(first)
-    second = await store.claim("key-1", "body-b", lease_seconds=LEASE)
+    second = await store.claim(OWNER, "key-1", "body-b", lease_seconds=LEASE)
     assert isinstance(second, Claimed)
     assert second.token != first.token
 
 
 async def test_a_lost_claim_cannot_overwrite_or_release_the_next_one(store: PlanStore) -> None:
-    first = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    first = await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE)
     assert isinstance(first, Claimed)
     await store.release(first)
-    second = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    second = await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE)
     assert isinstance(second, Claimed)
     assert await store.complete(first, {"plan_id": "late"}) is False
     await store.release(first)  # a no-op: the key is the second caller's
-    assert isinstance(await store.claim("key-1", "body-a", lease_seconds=LEASE), InProgress)
+    assert isinstance(await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE), InProgress)
     assert await store.complete(second, ANSWER) is True
-    assert await store.claim("key-1", "body-a", lease_seconds=LEASE) == Replay(ANSWER)
+    assert await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE) == Replay(ANSWER)
 
 
 async def test_concurrent_claims_make_one_answer_for_all(
@@ -103,9 +113,9 @@ async def test_concurrent_claims_make_one_answer_for_all(
 
     async def request(deadline: Deadline) -> ClaimOutcome:
         nonlocal answers
-        outcome = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+        outcome = await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE)
         if isinstance(outcome, InProgress):
-            outcome = await store.wait("key-1", "body-a", deadline, lease_seconds=LEASE)
+            outcome = await store.wait(OWNER, "key-1", "body-a", deadline, lease_seconds=LEASE)
         if isinstance(outcome, Claimed):
             answers += 1
             await asyncio.sleep(0)  # let the others pile up on the key meanwhile
@@ -122,7 +132,7 @@ async def test_concurrent_claims_make_one_answer_for_all(
 async def test_a_waiter_takes_over_a_key_its_holder_let_go(
     store: PlanStore, fake_clock: FakeClock
 ) -> None:
-    first = await store.claim("key-1", "body-a", lease_seconds=LEASE)
+    first = await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE)
     assert isinstance(first, Claimed)
 
     async def fail_then_release() -> None:
@@ -130,7 +140,7 @@ async def test_a_waiter_takes_over_a_key_its_holder_let_go(
         await store.release(first)
 
     deadline = Deadline(10_000, fake_clock.as_clock())
-    waiting = store.wait("key-1", "body-a", deadline, lease_seconds=LEASE)
+    waiting = store.wait(OWNER, "key-1", "body-a", deadline, lease_seconds=LEASE)
     outcome, _ = await asyncio.gather(waiting, fail_then_release())
     assert isinstance(outcome, Claimed)
     assert outcome.token != first.token
@@ -139,11 +149,83 @@ async def test_a_waiter_takes_over_a_key_its_holder_let_go(
 async def test_a_waiter_past_its_deadline_hears_in_progress(
     store: PlanStore, fake_clock: FakeClock
 ) -> None:
-    assert isinstance(await store.claim("key-1", "body-a", lease_seconds=LEASE), Claimed)
+    assert isinstance(await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE), Claimed)
     spent = Deadline(0, fake_clock.as_clock())
-    assert await store.wait("key-1", "body-a", spent, lease_seconds=LEASE) == InProgress()
+    assert await store.wait(OWNER, "key-1", "body-a", spent, lease_seconds=LEASE) == InProgress()
 
 
 async def test_a_working_store_is_healthy(store: PlanStore) -> None:
     await store.ping()
     assert await store.healthy() is True
+
+
+OTHER = Principal(id="b")
+
+
+async def test_another_owners_records_read_as_unknown(store: PlanStore) -> None:
+    record = {"response": ANSWER, "request": {"goal": "Fix the login bug"}}
+    await store.put_plan(OWNER, "p-1", record)
+    await store.cache_put(OWNER, "k", {"plan": 1}, ttl=300)
+    assert await store.get_plan(OTHER, "p-1") is None
+    assert await store.get_plan(OTHER, "p-1") == await store.get_plan(OTHER, "p-unknown")
+    assert await store.cache_get(OTHER, "k") is None
+    assert await store.get_plan(OWNER, "p-1") == record  # the owner still reads it
+
+
+async def test_idempotency_keys_are_each_owners_own(store: PlanStore) -> None:
+    first = await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE)
+    assert isinstance(first, Claimed)
+    # The same key from another owner, even with another body: no conflict, its own claim.
+    theirs = await store.claim(OTHER, "key-1", "body-b", lease_seconds=LEASE)
+    assert isinstance(theirs, Claimed)
+    assert await store.complete(theirs, {"plan_id": "theirs"}) is True
+    assert await store.complete(first, ANSWER) is True
+    assert await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE) == Replay(ANSWER)
+    replayed = await store.claim(OTHER, "key-1", "body-b", lease_seconds=LEASE)
+    assert replayed == Replay({"plan_id": "theirs"})
+
+
+async def test_a_renewed_claim_is_kept_and_a_lost_one_is_not_renewed(store: PlanStore) -> None:
+    first = await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE)
+    assert isinstance(first, Claimed)
+    assert await store.renew(first, LEASE) is True
+    await store.release(first)
+    second = await store.claim(OWNER, "key-1", "body-a", lease_seconds=LEASE)
+    assert isinstance(second, Claimed)
+    assert await store.renew(first, LEASE) is False  # the key is the second caller's now
+    assert await store.complete(second, ANSWER) is True
+    assert await store.renew(second, LEASE) is False  # answered: nothing left to renew
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def capped(request: pytest.FixtureRequest, fake_clock: FakeClock) -> AsyncIterator[PlanStore]:
+    """A store whose owners may hold 2,000 bytes of plans each (API keys configured)."""
+    store_section: dict[str, Any] = {}
+    if request.param == "redis":
+        store_section["url"] = request.getfixturevalue("redis_url")
+    settings = load_settings(
+        store=store_section,
+        auth={"api_keys": ["key-a"]},
+        tenants={"max_plan_bytes": 2_000},
+    )
+    built = build_store(settings, fake_clock.as_clock())
+    yield built
+    await built.close()
+
+
+async def test_an_owner_past_its_cap_of_plan_bytes_is_refused_others_are_not(
+    capped: PlanStore,
+) -> None:
+    record = {"response": {"text": "x" * 800}}  # about 820 bytes of JSON
+    await capped.put_plan(OWNER, "p-1", record)
+    await capped.put_plan(OWNER, "p-2", record)
+    await capped.put_plan(OWNER, "p-2", record)  # replacing a plan takes no more room
+    with pytest.raises(TenantQuotaExceeded) as refused:
+        await capped.put_plan(OWNER, "p-3", record)
+    assert refused.value.code == "tenant_quota_exceeded"
+    assert refused.value.http_status == 429
+    # Until the owner's first plan runs out (the store's TTL, a day).
+    assert 80_000 < refused.value.retry_after <= 86_400
+    await capped.put_plan(OTHER, "p-3", record)  # another owner has its own cap
+    assert await capped.get_plan(OWNER, "p-3") is None
+    assert await capped.get_plan(OTHER, "p-3") == record

@@ -7,6 +7,7 @@ import pytest
 
 from planner_arm.config import ConfigError, load_settings
 from planner_arm.planning.wiring import build_store
+from planner_arm.store.base import ANONYMOUS
 from support.app import FakeClock
 
 
@@ -25,8 +26,8 @@ async def test_planner_store_url_picks_redis(
     assert settings.store.ttl_seconds == 120
     store = build_store(settings, fake_clock.as_clock())
     assert store.kind == "redis"
-    await store.put_plan("p-1", {"response": {"plan_id": "p-1"}})
-    assert await store.get_plan("p-1") == {"response": {"plan_id": "p-1"}}
+    await store.put_plan(ANONYMOUS, "p-1", {"response": {"plan_id": "p-1"}})
+    assert await store.get_plan(ANONYMOUS, "p-1") == {"response": {"plan_id": "p-1"}}
     await store.close()
 
 

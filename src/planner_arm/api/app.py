@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
+from planner_arm.api.auth import KeyRing, RequestRates
 from planner_arm.api.deps import Readiness, State
 from planner_arm.api.errors import install_error_handlers
 from planner_arm.api.mcp import MCP_PATH, MCPEndpoint
@@ -51,8 +52,10 @@ def create_app(
     settings = settings or load_settings()
     configure_logging(settings.server.log_level, settings.server.log_format)
     metrics = service_metrics(settings, service_version())
-    api_keys = [key.get_secret_value().encode() for key in settings.auth.api_keys]
-    readiness = Readiness(metrics, api_keys)
+    keys = KeyRing.from_settings(settings.auth)
+    # A rate per principal where there are several; one anonymous caller has no one to crowd.
+    rates = RequestRates(settings.tenants, clock or Clock()) if keys.enabled else None
+    readiness = Readiness(metrics, keys, rates)
     mcp = MCPEndpoint()
 
     @asynccontextmanager

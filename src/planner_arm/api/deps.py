@@ -1,7 +1,7 @@
 """What the endpoints get from the app, as `Annotated` dependency aliases: the state the
-lifespan built, and for a planning endpoint the plan service once the caller's key and our
-readiness are checked; plus the checks every planning POST shares (a JSON body, the
-Idempotency-Key header)."""
+lifespan built, and for a planning endpoint the caller (the plan service and the principal
+its key authenticates) once the key, our readiness and the principal's rate are checked; plus
+the checks every planning POST shares (a JSON body, the Idempotency-Key header)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from typing import Annotated, Any, Literal, TypedDict
 from fastapi import Depends, Request, Response
 from fastapi.routing import APIRoute
 
-from planner_arm.api.auth import check_api_key
+from planner_arm.api.auth import KeyRing, RequestRates
 from planner_arm.api.openapi.responses import MAX_IDEMPOTENCY_KEY_CHARS
 from planner_arm.errors import InvalidIdempotencyKey, NotReady, UnsupportedMediaType
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.planning.service import PlanService
 from planner_arm.planning.wiring import Service
+from planner_arm.store.base import Principal
 
 
 @dataclass
@@ -29,8 +30,10 @@ class Readiness:
     built the service, stopping from the server's SIGTERM on."""
 
     metrics: PlannerMetrics
-    # The planning endpoints' API keys, as bytes for constant-time comparison.
-    api_keys: list[bytes]
+    # The planning endpoints' API keys and the principal each authenticates.
+    keys: KeyRing
+    # Each principal's request rate; None when no keys are configured (one caller).
+    rates: RequestRates | None = None
     state: Literal["starting", "ready", "stopping"] = "starting"
     started_at: float = field(default_factory=time.monotonic)
 
@@ -61,26 +64,37 @@ def get_readiness(request: Request) -> Readiness:
     return readiness
 
 
-def planning_service(request: Request) -> PlanService:
-    """The plan service, once the caller's key and our readiness are checked.
+@dataclass(frozen=True)
+class Caller:
+    """A planning request's caller: the plan service, and the principal every call into it
+    names (whose records it reads and writes)."""
+
+    plans: PlanService
+    principal: Principal
+
+
+def planning_caller(request: Request) -> Caller:
+    """The caller, once its key, our readiness and its request rate are checked.
 
     One dependency rather than several: FastAPI's dependency solving is a measurable part of
     a request's own cost (benchmarks/load.py)."""
     readiness = get_readiness(request)
-    check_api_key(request, readiness.api_keys)
+    principal = readiness.keys.principal_for(request)
     if readiness.state == "stopping":
         # Requests already admitted finish; a new one might outlast the drain and be cut off,
         # so it is sent at once to try again, elsewhere or later.
         raise NotReady("the service is shutting down", code="shutting_down")
     if readiness.state == "starting":
         raise NotReady("the planner is not ready")
+    if readiness.rates is not None:
+        readiness.rates.admit(principal)
     service: Service = request.state.service
-    return service.plans
+    return Caller(service.plans, principal)
 
 
 StateDep = Annotated[State, Depends(get_state)]
 ReadinessDep = Annotated[Readiness, Depends(get_readiness)]
-PlanningDep = Annotated[PlanService, Depends(planning_service)]
+PlanningDep = Annotated[Caller, Depends(planning_caller)]
 
 
 def _is_json(content_type: str) -> bool:

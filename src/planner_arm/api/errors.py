@@ -25,6 +25,7 @@ from planner_arm.errors import (
     PlannerError,
     PlanningFailed,
     ReplanRejected,
+    TooManyRequests,
     Unauthorized,
 )
 from planner_arm.plan.schemas import ErrorItem, ErrorResponse
@@ -124,6 +125,8 @@ def planner_error_response(request: Request, exc: PlannerError) -> JSONResponse:
         headers["WWW-Authenticate"] = 'Bearer realm="planner-arm"'
     if status in (503, 504):
         headers["Retry-After"] = _retry_after(request, exc)
+    if isinstance(exc, TooManyRequests):
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
     log.warning("request_failed", status=status, error=exc.code)
     figures = exc.figures if isinstance(exc, BudgetExceeded) else None
     return error_response(

@@ -15,8 +15,7 @@ from sse_starlette.sse import AppStatus
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from planner_arm.api.auth import presented_key
-from planner_arm.api.deps import planning_service
+from planner_arm.api.deps import planning_caller
 from planner_arm.errors import NotReady
 from planner_arm.mcp_server import Caller, build_mcp_server
 from planner_arm.planning.wiring import Service
@@ -51,9 +50,10 @@ class MCPEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        planning_service(request)  # a wrong key or a draining service: the one error body
+        # A wrong key, a draining service or a caller over its rate: the one error body.
+        admitted = planning_caller(request)
         if self._sessions is None:
             raise NotReady("the planner is not ready")
         # What the MCP handlers read as the caller (`planner_arm.mcp_server.tool_call`).
-        request.state.caller = Caller("http", presented_key(request))
+        request.state.caller = Caller("http", admitted.principal)
         await self._sessions.handle_request(scope, receive, send)

@@ -63,7 +63,7 @@ def _planning_router(settings: Settings) -> APIRouter:
         return docs.operation_extra(*headers, secured=True, required=keys_required)
 
     async def create_plan(
-        body: PlanRequest, request: Request, plans: PlanningDep
+        body: PlanRequest, request: Request, caller: PlanningDep
     ) -> PlanResponse | Response:
         """Turn a goal into a validated, executable plan."""
         key = idempotency_key(request)
@@ -71,59 +71,73 @@ def _planning_router(settings: Settings) -> APIRouter:
         request_id = request_id_for(request.scope, body.request_id)
         use_cache = body.options.use_cache and not no_cache
         kind = stream_format(request)
+        principal = caller.principal
         if kind is None:
-            return await plans.plan(body, request_id, use_cache=use_cache, idempotency_key=key)
-
-        def work(stream: PlanStream) -> Awaitable[PlanResponse]:
-            return plans.plan(
-                body, request_id, use_cache=use_cache, idempotency_key=key, listener=stream
+            return await caller.plans.plan(
+                body, request_id, use_cache=use_cache, idempotency_key=key, principal=principal
             )
 
-        new_stream = functools.partial(plans.stream, request=body)
+        def work(stream: PlanStream) -> Awaitable[PlanResponse]:
+            return caller.plans.plan(
+                body,
+                request_id,
+                use_cache=use_cache,
+                idempotency_key=key,
+                listener=stream,
+                principal=principal,
+            )
+
+        new_stream = functools.partial(caller.plans.stream, request=body)
         return await streamed_plan(request, kind, new_stream, request_id, work)
 
     async def replan(
-        body: ReplanRequest, request: Request, plans: PlanningDep
+        body: ReplanRequest, request: Request, caller: PlanningDep
     ) -> PlanResponse | Response:
         """Revise a plan after a failure or a change, keeping the finished steps."""
         key = idempotency_key(request)
         request_id = request_id_for(request.scope, body.request_id)
         kind = stream_format(request)
+        principal = caller.principal
         if kind is None:
-            return await plans.replan(body, request_id, idempotency_key=key)
+            return await caller.plans.replan(
+                body, request_id, idempotency_key=key, principal=principal
+            )
 
         def work(_: PlanStream) -> Awaitable[PlanResponse]:
             # The replanner's answer merges kept and new steps: they stream once it is made.
-            return plans.replan(body, request_id, idempotency_key=key)
+            return caller.plans.replan(body, request_id, idempotency_key=key, principal=principal)
 
-        return await streamed_plan(request, kind, plans.stream, request_id, work)
+        return await streamed_plan(request, kind, caller.plans.stream, request_id, work)
 
     async def expand_plan(
-        body: ExpandRequest, request: Request, plans: PlanningDep
+        body: ExpandRequest, request: Request, caller: PlanningDep
     ) -> PlanResponse:
         """Replace one step of a plan by a sub-plan for it (a new version of the plan)."""
         request_id = request_id_for(request.scope, body.request_id)
-        return await plans.expand(body, request_id, idempotency_key=idempotency_key(request))
+        return await caller.plans.expand(
+            body, request_id, idempotency_key=idempotency_key(request), principal=caller.principal
+        )
 
     async def specialize_step(
-        body: SpecializeRequest, request: Request, plans: PlanningDep
+        body: SpecializeRequest, request: Request, caller: PlanningDep
     ) -> SpecializeResponse:
         """Fill one step's arm input: by the model, checked against the arm's schema, else
         by rule."""
-        return await plans.specialize(body, request_id_for(request.scope, body.request_id))
+        request_id = request_id_for(request.scope, body.request_id)
+        return await caller.plans.specialize(body, request_id, principal=caller.principal)
 
     async def validate_edited_plan(
-        body: ValidateRequest, request: Request, plans: PlanningDep
+        body: ValidateRequest, request: Request, caller: PlanningDep
     ) -> ValidateResponse:
         """Check an edited plan without calling a model: every problem at once."""
-        return await plans.validate(body, request_id_for(request.scope, body.request_id))
+        return await caller.plans.validate(body, request_id_for(request.scope, body.request_id))
 
     async def get_plan(
-        plan_id: str, request: Request, response: Response, plans: PlanningDep
+        plan_id: str, request: Request, response: Response, caller: PlanningDep
     ) -> PlanResponse | Response:
         """A plan answered by /plan or /replan, as it was given, while its TTL lasts; with
         `Accept: text/html`, drawn as a page."""
-        plan = await plans.get(plan_id)
+        plan = await caller.plans.get(plan_id, principal=caller.principal)
         if wants_html(request):
             return plan_page_response(plan)
         response.headers["Vary"] = "Accept"
@@ -196,6 +210,7 @@ async def health(state: StateDep) -> HealthResponse:
     """Liveness: the process answers. Never calls a model."""
     service = state["service"]
     settings = service.settings
+    store, policy = await service.store_status()
     return HealthResponse(
         status="healthy",
         version=service_version(),
@@ -205,7 +220,8 @@ async def health(state: StateDep) -> HealthResponse:
         uptime_seconds=round(monotonic() - state["readiness"].started_at, 3),
         llm=service.llm_status(),
         circuits=service.model_health().circuits,
-        store=await service.store_status(),
+        store=store,
+        store_eviction_policy=policy,
     )
 
 

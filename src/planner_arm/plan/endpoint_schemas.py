@@ -269,7 +269,14 @@ class HealthResponse(BaseModel):
         description="degraded: some model's circuit is open, so it is being skipped"
     )
     store: Literal["memory", "redis", "degraded"] = Field(
-        "memory", description="Where plans are kept; degraded: Redis does not answer now"
+        "memory",
+        description="Where plans are kept; degraded: Redis does not answer now",
+    )
+    store_eviction_policy: str | None = Field(
+        None,
+        description="Redis's maxmemory-policy (noeviction or volatile-* keep live plans; "
+        "allkeys-* may evict them); unknown when Redis refuses CONFIG GET; null in memory "
+        "or while the store does not answer",
     )
     circuits: dict[str, str] = Field(
         description="Circuit state per model: closed, half_open or open"

@@ -103,13 +103,24 @@ def _addressed(steps: Sequence[PlanStep], wanted: frozenset[str]) -> bool:
     )
 
 
+# A warning quotes a constraint at most this long: the caller has the whole text, and every
+# answer (and every stored copy of it) would otherwise repeat each constraint in full.
+QUOTED_CONSTRAINT_CHARS = 120
+
+
+def _quoted(constraint: str) -> str:
+    if len(constraint) <= QUOTED_CONSTRAINT_CHARS:
+        return repr(constraint)
+    return repr(constraint[: QUOTED_CONSTRAINT_CHARS - 1] + "\u2026")
+
+
 def _unaddressed(steps: Sequence[PlanStep], constraints: Sequence[str]) -> list[QualityProblem]:
     problems = []
     for constraint in constraints:
         if not _addressed(steps, content_stems(constraint)):
             message = (
-                f"no step or acceptance criterion addresses the constraint {constraint!r}: add "
-                "the step it needs, or a criterion that checks it"
+                "no step or acceptance criterion addresses the constraint "
+                f"{_quoted(constraint)}: add the step it needs, or a criterion that checks it"
             )
             problems.append(QualityProblem("constraint_not_addressed", message))
     return problems

@@ -4,8 +4,10 @@ Identical means the same goal, constraints and context (white space folded) unde
 models, prompt and planning settings. Only model plans are cached: a fallback plan is what
 the service says when the model failed, and the next request should try the model again.
 Concurrent identical requests share the one planning task of the first (single flight), so ten
-at once cost one LLM call. With a Redis store the entries live there, so every replica answers
-from one cache; a Redis that fails is a miss, never an error.
+at once cost one LLM call. Entries and shared runs are the caller's own: a principal is never
+answered from another's plan (nor told its id). With a Redis store the entries live there, so
+every replica answers from one cache; a Redis that fails is a miss, never an error. In memory
+the cache is bounded in entries and in bytes (each plan weighed once, by its JSON length).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
 from planner_arm.planning.attempts import PlanJob
-from planner_arm.store.base import PlanStore, note_store_failure
+from planner_arm.planning.records import Records
+from planner_arm.store.base import note_store_failure, owned
 from planner_arm.store.memory import ExpiringMap
 
 _NO_COST = EstimatedCost(llm_usd=0.0, prompt_tokens=0, completion_tokens=0)
@@ -81,11 +84,19 @@ def cacheable(response: PlanResponse) -> bool:
     return True
 
 
-class PlanCache(ExpiringMap[PlanResponse]):
-    """Least-recently-used plans, each good for `ttl` seconds on the injected clock."""
+def json_size(response: PlanResponse) -> int:
+    return len(response.model_dump_json())
 
-    def __init__(self, ttl: float, max_entries: int, clock: Clock) -> None:
-        super().__init__(max_entries, clock)
+
+class PlanCache(ExpiringMap[PlanResponse]):
+    """Least-recently-used plans, each good for `ttl` seconds on the injected clock, within
+    `max_entries` and (when given) `max_bytes` of their JSON."""
+
+    def __init__(
+        self, ttl: float, max_entries: int, clock: Clock, max_bytes: int | None = None
+    ) -> None:
+        size = json_size if max_bytes is not None else None
+        super().__init__(max_entries, clock, max_bytes=max_bytes, size=size)
         self._ttl = ttl
 
     def keep(self, key: str, response: PlanResponse) -> None:
@@ -109,11 +120,11 @@ class CachingPlanner:
         fingerprint: str,
         metrics: PlannerMetrics,
         clock: Clock,
-        shared: PlanStore | None = None,
+        shared: bool = False,
     ) -> None:
         """`fingerprint`: what changes a plan besides the request (`settings_fingerprint`).
-        `shared`: the store that keeps the entries for every replica (Redis); without it they
-        stay in this process."""
+        `shared`: the entries live in the store, for every replica (Redis); else they stay in
+        this process."""
         self._planner = planner
         self._shared = shared
         self._ttl = cache.ttl_seconds
@@ -121,72 +132,76 @@ class CachingPlanner:
         self._metrics = metrics
         self._clock = clock
         self._fingerprint = fingerprint
-        self._cache = PlanCache(cache.ttl_seconds, cache.max_entries, clock)
+        self._cache = PlanCache(cache.ttl_seconds, cache.max_entries, clock, cache.max_bytes)
         self._in_flight: dict[str, asyncio.Task[PlanResponse]] = {}
         self._followers: dict[str, int] = {}  # requests waiting on another's planning
 
-    async def plan(self, job: PlanJob, *, use_cache: bool) -> PlanResponse:
-        """The job's listener (a streamed answer) watches this request's own model calls; a
-        cache hit or a shared run has none to watch."""
+    async def plan(self, job: PlanJob, *, use_cache: bool, records: Records) -> PlanResponse:
+        """`records`: the caller's, whose cache entries these are. The job's listener (a
+        streamed answer) watches this request's own model calls; a cache hit or a shared run
+        has none to watch."""
         if not self._enabled:
             return await self._planner(job)
         key = request_key(job.request, self._fingerprint)
+        flight = owned(records.owner, key)  # in this process: runs and entries per principal
         if use_cache:
-            cached = await self._cached(key)
+            cached = await self._cached(key, flight, records)
             if cached is not None:
                 self._metrics.child(self._metrics.cache_requests, "hit").inc()
                 return self._repeat(cached, job)
-            leader = self._in_flight.get(key)
+            leader = self._in_flight.get(flight)
             if leader is not None:
                 self._metrics.child(self._metrics.cache_requests, "coalesced").inc()
-                self._followers[key] = self._followers.get(key, 0) + 1
+                self._followers[flight] = self._followers.get(flight, 0) + 1
                 try:
                     shared = await asyncio.shield(leader)
                 finally:
-                    self._followers[key] -= 1
-                    if not self._followers[key]:
-                        del self._followers[key]
+                    self._followers[flight] -= 1
+                    if not self._followers[flight]:
+                        del self._followers[flight]
                 return self._repeat(shared, job)
         outcome = "miss" if use_cache else "bypass"
         self._metrics.child(self._metrics.cache_requests, outcome).inc()
 
         # A task of its own, which also stores its answer: a caller that goes away cancels
         # neither the others' answer nor the cache entry.
-        task = asyncio.create_task(self._plan_and_store(key, job))
+        task = asyncio.create_task(self._plan_and_store(key, flight, job, records))
         if use_cache:
-            self._in_flight[key] = task
-            task.add_done_callback(lambda _: self._in_flight.pop(key, None))
+            self._in_flight[flight] = task
+            task.add_done_callback(lambda _: self._in_flight.pop(flight, None))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             # A streamed answer's caller left: its model call goes too, unless another
             # request is waiting for the same plan.
-            if job.listener is not None and not self._followers.get(key):
+            if job.listener is not None and not self._followers.get(flight):
                 task.cancel()
             raise
 
-    async def _plan_and_store(self, key: str, job: PlanJob) -> PlanResponse:
+    async def _plan_and_store(
+        self, key: str, flight: str, job: PlanJob, records: Records
+    ) -> PlanResponse:
         response = await self._planner(job)
         if cacheable(response):
-            await self._keep(key, response)
+            await self._keep(key, flight, response, records)
         return response
 
-    async def _cached(self, key: str) -> PlanResponse | None:
-        if self._shared is None:
-            return self._cache.get(key)
+    async def _cached(self, key: str, flight: str, records: Records) -> PlanResponse | None:
+        if not self._shared:
+            return self._cache.get(flight)
         try:
-            record = await self._shared.cache_get(key)
+            record = await records.cache_get(key)
         except StoreUnavailable as error:
             note_store_failure(self._metrics, "cache_get", error)
             return None
         return None if record is None else PlanResponse.model_validate(record)
 
-    async def _keep(self, key: str, response: PlanResponse) -> None:
-        if self._shared is None:
-            self._cache.keep(key, response)
+    async def _keep(self, key: str, flight: str, response: PlanResponse, records: Records) -> None:
+        if not self._shared:
+            self._cache.keep(flight, response)
             return
         try:
-            await self._shared.cache_put(key, response.model_dump(mode="json"), self._ttl)
+            await records.cache_put(key, response.model_dump(mode="json"), self._ttl)
         except StoreUnavailable as error:
             note_store_failure(self._metrics, "cache_put", error)
 

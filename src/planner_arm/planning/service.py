@@ -5,8 +5,13 @@ Idempotency-Key is claimed (the same key and body are answered once); /plan goes
 cache and single flight to its strategy (flat, hierarchical, iterative), then stage 2 when it
 asks for inputs; /replan, /plan/expand and /plan/specialize start from the plan sent, or the
 one stored under `plan_id`; every answer is recorded once and stored for GET /plan/{id}.
-A failing store never costs a plan: writes fail soft (logged, counted, and a warning in the
-answer), reads that have no other source answer 503 `store_unavailable`.
+
+Every call names its principal (the API layer resolves it from the caller's key; in-process
+callers such as the CLI are the anonymous principal): it reads and writes only that
+principal's records, so another's plan id reads exactly like an unknown one. A failing store
+never costs a plan: every store operation runs within the request's deadline, writes fail soft
+(logged, counted, and a warning in the answer), reads that have no other source answer 503
+`store_unavailable`.
 """
 
 from __future__ import annotations
@@ -40,11 +45,17 @@ from planner_arm.planning.cache import CachingPlanner
 from planner_arm.planning.expand import Expander
 from planner_arm.planning.idempotency import Idempotency
 from planner_arm.planning.recorder import PlanRecorder
+from planner_arm.planning.records import Records, StoreGuard
 from planner_arm.planning.replan import Replanner
 from planner_arm.planning.specialize import Specializer
 from planner_arm.planning.stream import PlanStream
 from planner_arm.planning.toolboxes import Toolboxes
-from planner_arm.store.base import PlanStore, note_store_failure
+from planner_arm.store.base import ANONYMOUS, Principal, note_store_failure
+
+# What a stored plan keeps of its request: what a later replan or specialize reads (the goal
+# and its limits; of a replan, each reported step's status, so a finished step gets no new
+# input). Step outputs, budgets and the plan sent back are not kept.
+STORED_REQUEST_FIELDS = {"goal", "constraints", "context", "strategy"}
 
 
 class Strategy(Protocol):
@@ -92,7 +103,7 @@ class PlanService:
     replanner: Replanner
     expander: Expander
     specializer: Specializer
-    store: PlanStore
+    guard: StoreGuard
     idempotency: Idempotency
     recorder: PlanRecorder
     rules: PlanRules
@@ -104,7 +115,7 @@ class PlanService:
 
     @property
     def store_kind(self) -> str:
-        return self.store.kind
+        return self.guard.store.kind
 
     def stream(
         self, plan_id: str, request_id: str, request: PlanRequest | None = None
@@ -124,8 +135,9 @@ class PlanService:
             clock=self.clock,
         )
 
-    def _deadline(self) -> Deadline:
-        return Deadline(self.timeout_seconds, self.clock)
+    def _records(self, principal: Principal) -> Records:
+        """The principal's records, within a deadline built now: one per request."""
+        return Records(self.guard, principal, Deadline(self.timeout_seconds, self.clock))
 
     async def plan(
         self,
@@ -135,28 +147,40 @@ class PlanService:
         use_cache: bool,
         idempotency_key: str | None = None,
         listener: PlanListener | None = None,
+        principal: Principal = ANONYMOUS,
     ) -> PlanResponse:
-        deadline = self._deadline()
+        records = self._records(principal)
+        deadline = records.deadline
 
         async def run() -> PlanResponse:
             response = await self._recorded(
                 request,
                 deadline,
                 lambda: self.plans.plan(
-                    PlanJob(request, request_id, deadline, listener), use_cache=use_cache
+                    PlanJob(request, request_id, deadline, listener),
+                    use_cache=use_cache,
+                    records=records,
                 ),
             )
-            return await self._stored(response, request)
+            return await self._stored(response, request, records)
 
-        return await self.idempotency.run("plan", idempotency_key, request, run, request_id)
+        return await self.idempotency.run(
+            "plan", idempotency_key, request, run, request_id, records
+        )
 
     async def replan(
-        self, request: ReplanRequest, request_id: str, *, idempotency_key: str | None = None
+        self,
+        request: ReplanRequest,
+        request_id: str,
+        *,
+        idempotency_key: str | None = None,
+        principal: Principal = ANONYMOUS,
     ) -> PlanResponse:
-        deadline = self._deadline()
+        records = self._records(principal)
+        deadline = records.deadline
 
         async def revised() -> PlanResponse:
-            previous, replan_count, verified = await self._replan_base(request)
+            previous, replan_count, verified = await self._replan_base(request, records)
             # Refuse a bad request (unknown steps, the replan limit) before any model call.
             self.replanner.scope(request, previous, replan_count)
             response = await self.replanner.replan(
@@ -181,18 +205,26 @@ class PlanService:
 
         async def run() -> PlanResponse:
             response = await self._recorded(request, deadline, revised)
-            return await self._stored(response, request)
+            return await self._stored(response, request, records)
 
-        return await self.idempotency.run("replan", idempotency_key, request, run, request_id)
+        return await self.idempotency.run(
+            "replan", idempotency_key, request, run, request_id, records
+        )
 
     async def expand(
-        self, request: ExpandRequest, request_id: str, *, idempotency_key: str | None = None
+        self,
+        request: ExpandRequest,
+        request_id: str,
+        *,
+        idempotency_key: str | None = None,
+        principal: Principal = ANONYMOUS,
     ) -> PlanResponse:
         """One step replaced by its sub-plan: a new version of the plan, stored."""
-        deadline = self._deadline()
+        records = self._records(principal)
+        deadline = records.deadline
 
         async def expanded() -> PlanResponse:
-            previous, _ = await self._previous(request.previous, request.plan_id)
+            previous, _ = await self._previous(request.previous, request.plan_id, records)
             self.expander.check(request, previous)  # refuse a bad request before any call
             response = await self.expander.expand(request, previous, request_id, deadline)
             # A plan with inputs keeps them whole: the new steps get one, and the inputs
@@ -205,14 +237,18 @@ class PlanService:
 
         async def run() -> PlanResponse:
             response = await self._recorded(request, deadline, expanded)
-            return await self._stored(response, request)
+            return await self._stored(response, request, records)
 
-        return await self.idempotency.run("expand", idempotency_key, request, run, request_id)
+        return await self.idempotency.run(
+            "expand", idempotency_key, request, run, request_id, records
+        )
 
-    async def specialize(self, body: SpecializeRequest, request_id: str) -> SpecializeResponse:
+    async def specialize(
+        self, body: SpecializeRequest, request_id: str, *, principal: Principal = ANONYMOUS
+    ) -> SpecializeResponse:
         """One step's input (POST /plan/specialize), of the plan sent or the one stored."""
-        deadline = self._deadline()
-        plan, record = await self._previous(body.previous, body.plan_id)
+        records = self._records(principal)
+        plan, record = await self._previous(body.previous, body.plan_id, records)
         stored: dict[str, Any] = (record or {}).get("request") or {}
         state = (stored.get("step_states") or {}).get(str(body.step))
         status = state.get("status") if isinstance(state, dict) else state
@@ -226,10 +262,12 @@ class PlanService:
             body.constraints if body.constraints is not None else stored.get("constraints", []),
             body.context if body.context is not None else stored.get("context", {}),
         )
-        return await self.specializer.one_step(plan, body.step, brief, request_id, deadline)
+        return await self.specializer.one_step(plan, body.step, brief, request_id, records.deadline)
 
-    async def get(self, plan_id: str) -> PlanResponse:
-        record = await self._read(plan_id)
+    async def get(self, plan_id: str, *, principal: Principal = ANONYMOUS) -> PlanResponse:
+        """The principal's stored plan; another principal's id is answered like an unknown
+        one (the same lookup, the same 404)."""
+        record = await self._read(plan_id, self._records(principal))
         if record is None:
             raise PlanNotFound(f"No plan with id {plan_id!r} is stored (or it has expired).")
         return PlanResponse.model_validate(record["response"])
@@ -261,14 +299,14 @@ class PlanService:
         return response
 
     async def _previous(
-        self, sent: PlanResponse | None, plan_id: str | None
+        self, sent: PlanResponse | None, plan_id: str | None, records: Records
     ) -> tuple[PlanResponse, dict[str, Any] | None]:
         """The plan a follow-up request starts from: the one sent, or the one stored under
         `plan_id` (the request models take exactly one of the two), with its stored record."""
         if sent is not None:
             return sent, None
         assert plan_id is not None  # the request model requires one of the two
-        record = await self._read(plan_id)
+        record = await self._read(plan_id, records)
         if record is None:
             raise PlanNotFound(
                 f"No plan with id {plan_id!r} is stored (or it has expired); "
@@ -276,7 +314,9 @@ class PlanService:
             )
         return PlanResponse.model_validate(record["response"]), record
 
-    async def _replan_base(self, request: ReplanRequest) -> tuple[PlanResponse, int, bool]:
+    async def _replan_base(
+        self, request: ReplanRequest, records: Records
+    ) -> tuple[PlanResponse, int, bool]:
         """The plan to revise, the replans of its chain, and whether the store vouched for
         that count.
 
@@ -285,10 +325,10 @@ class PlanService:
         know is counted from what it shows: never below its own count, its version less one
         (each replan adds one; an iterative round that only reports progress adds a version
         without counting, so not for an iterative plan), or one when it names a parent."""
-        previous, record = await self._previous(request.previous, request.plan_id)
+        previous, record = await self._previous(request.previous, request.plan_id, records)
         if record is not None:
             return previous, previous.replan_count, True
-        counted = await self._counted_replans(previous)
+        counted = await self._counted_replans(previous, records)
         if counted is not None:
             return previous, counted, True
         versions = previous.version - 1 if previous.strategy != "iterative" else 0
@@ -299,17 +339,17 @@ class PlanService:
         )
         return previous, shown, False
 
-    async def _counted_replans(self, previous: PlanResponse) -> int | None:
+    async def _counted_replans(self, previous: PlanResponse, records: Records) -> int | None:
         """The replans of `previous`'s chain as stored: its own record, else its parent's plus
         one, so neither an edited count nor a made-up plan_id resets the limit. None when the
         store knows neither (the plan came from elsewhere, or the store is down)."""
         try:
-            own = await self.store.get_plan(previous.plan_id)
+            own = await records.get_plan(previous.plan_id)
             if own is not None:
                 return PlanResponse.model_validate(own["response"]).replan_count
             if previous.parent_plan_id is None:
                 return None
-            parent = await self.store.get_plan(previous.parent_plan_id)
+            parent = await records.get_plan(previous.parent_plan_id)
         except StoreUnavailable as error:
             note_store_failure(self.metrics, "get_plan", error)
             return None
@@ -317,21 +357,27 @@ class PlanService:
             return None
         return PlanResponse.model_validate(parent["response"]).replan_count + 1
 
-    async def _read(self, plan_id: str) -> dict[str, Any] | None:
+    async def _read(self, plan_id: str, records: Records) -> dict[str, Any] | None:
         try:
-            return await self.store.get_plan(plan_id)
+            return await records.get_plan(plan_id)
         except StoreUnavailable as error:
             note_store_failure(self.metrics, "get_plan", error)
             raise
 
-    async def _stored(self, response: PlanResponse, request: PlanRequest) -> PlanResponse:
-        """`response`, stored for GET /plan/{id}; when the store fails, the answer says so."""
+    async def _stored(
+        self, response: PlanResponse, request: PlanRequest, records: Records
+    ) -> PlanResponse:
+        """`response`, stored for GET /plan/{id}; when the store fails, the answer says so.
+        A principal past its cap of plan bytes is refused (429 tenant_quota_exceeded)."""
         record = {
             "response": response.model_dump(mode="json"),
-            "request": request.model_dump(mode="json", exclude={"previous"}),
+            "request": request.model_dump(mode="json", include=STORED_REQUEST_FIELDS),
         }
+        if isinstance(request, ReplanRequest) and request.step_states:
+            statuses = {step: state.status for step, state in request.step_states.items()}
+            record["request"]["step_states"] = statuses
         try:
-            await self.store.put_plan(response.plan_id, record)
+            await records.put_plan(response.plan_id, record)
         except StoreUnavailable as error:
             note_store_failure(self.metrics, "put_plan", error)
             detail = f"the plan store is unavailable ({error.detail})"

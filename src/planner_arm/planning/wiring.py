@@ -36,6 +36,7 @@ from planner_arm.planning.hierarchical import HierarchicalPlanner
 from planner_arm.planning.idempotency import Idempotency
 from planner_arm.planning.iterative import IterativePlanner
 from planner_arm.planning.recorder import PlanRecorder, TrafficStats
+from planner_arm.planning.records import StoreGuard
 from planner_arm.planning.replan import Replanner
 from planner_arm.planning.service import PlanService, Strategies
 from planner_arm.planning.specialize import Specializer
@@ -55,6 +56,7 @@ class Service:
     clock: Clock
     stats: TrafficStats
     store: PlanStore
+    guard: StoreGuard
     plans: PlanService
     flat: FlatPlanner
     hierarchical: HierarchicalPlanner
@@ -74,9 +76,11 @@ class Service:
             return "disabled"
         return "degraded" if self.model_health().degraded else "configured"
 
-    async def store_status(self) -> Literal["memory", "redis", "degraded"]:
-        """The store's kind, or `degraded` when it does not answer now (plans still go out)."""
-        return self.store.kind if await self.store.healthy() else "degraded"
+    async def store_status(self) -> tuple[Literal["memory", "redis", "degraded"], str | None]:
+        """The store's kind, or `degraded` when it does not answer now (plans still go out);
+        and Redis's eviction policy when it says (`unknown` when it may not be read)."""
+        answers, policy = await self.guard.status()
+        return (self.store.kind if answers else "degraded"), policy
 
     async def aclose(self) -> None:
         if self.closed:
@@ -103,9 +107,15 @@ def build_store(settings: Settings, clock: Clock) -> PlanStore:
     """The store the settings ask for: Redis when `store.url` is set, else memory. Nothing
     connects until the first command."""
     config = settings.store
+    # The cap applies where there is someone to crowd out: when API keys are configured.
+    quota = settings.tenants.max_plan_bytes if settings.auth.enabled else 0
     if config.url is None:
         return MemoryStore(
-            ttl_seconds=config.ttl_seconds, max_entries=config.max_entries, clock=clock
+            ttl_seconds=config.ttl_seconds,
+            max_entries=config.max_entries,
+            max_bytes=config.max_bytes,
+            owner_quota_bytes=quota or None,
+            clock=clock,
         )
     # Imported here: a process without Redis configured never loads the client library.
     from planner_arm.store.redis_backend import RedisStore, redis_client
@@ -117,8 +127,8 @@ def build_store(settings: Settings, clock: Clock) -> PlanStore:
         ttl_seconds=config.ttl_seconds,
         key_prefix=config.key_prefix,
         poll_interval_seconds=config.poll_interval_seconds,
-        # One command and one reconnect, each within the socket timeout.
-        operation_timeout_seconds=2 * config.socket_timeout_seconds,
+        operation_timeout_seconds=config.socket_timeout_seconds,
+        owner_quota_bytes=quota or None,
     )
 
 
@@ -188,6 +198,12 @@ def build_service(
         models, max_concurrency=settings.specialize.max_concurrency, metrics=metrics
     )
     store = build_store(settings, clock)
+    guard = StoreGuard(
+        store,
+        operation_timeout=settings.store.socket_timeout_seconds,
+        down_seconds=settings.store.down_seconds,
+        clock=clock,
+    )
     strategies = Strategies(
         flat,
         hierarchical,
@@ -196,7 +212,7 @@ def build_service(
     )
     # With Redis every replica answers from one cache; in memory the cache's own LRU is
     # faster than a round trip through the store's JSON records.
-    shared = store if store.kind == "redis" else None
+    shared = store.kind == "redis"
     plans = CachingPlanner(
         strategies, settings.cache, settings_fingerprint(settings), metrics, clock, shared
     )
@@ -214,9 +230,8 @@ def build_service(
         replanner=replanner,
         expander=expander,
         specializer=specializer,
-        store=store,
+        guard=guard,
         idempotency=Idempotency(
-            store,
             record_ttl=settings.store.ttl_seconds,
             timeout=settings.planning.timeout_seconds,
             metrics=metrics,
@@ -236,6 +251,7 @@ def build_service(
         clock=clock,
         stats=stats,
         store=store,
+        guard=guard,
         plans=service,
         flat=flat,
         hierarchical=hierarchical,

@@ -1,17 +1,23 @@
-"""What every plan store offers, and the outcomes of claiming an idempotency key.
+"""What every plan store offers, who owns its records, and the outcomes of claiming an
+idempotency key.
 
 A store keeps three kinds of JSON records, each with a TTL: plan records (an answer and the
 request it answered), idempotency records (who is answering a key, then the answer), and plan
-cache entries. Backends: memory (one process) and Redis (shared by replicas). Every method of
-the Redis backend raises `StoreUnavailable` when Redis fails, so callers can fail soft.
+cache entries. Every record belongs to a `Principal` (the caller's API key, as a keyed hash, or
+the one anonymous principal when no keys are configured): a record is found only by its owner,
+and another owner's id reads exactly like an unknown one. Backends: memory (one process) and
+Redis (shared by replicas). Every method of the Redis backend raises `StoreUnavailable` when
+Redis fails, so callers can fail soft; `put_plan` raises `TenantQuotaExceeded` when the owner
+already holds its cap of plan bytes.
 
 Idempotency, as a caller sees it::
 
-    outcome = await store.claim(key, fingerprint, lease_seconds=timeout)
+    outcome = await store.claim(owner, key, fingerprint, lease_seconds=timeout)
     if isinstance(outcome, InProgress):
-        outcome = await store.wait(key, fingerprint, deadline, lease_seconds=timeout)
+        outcome = await store.wait(owner, key, fingerprint, deadline, lease_seconds=timeout)
     match outcome:
-        case Claimed():   answer, then `complete(outcome, answer)`; on failure `release(outcome)`
+        case Claimed():   answer (renewing the lease while it works), then
+                          `complete(outcome, answer)`; on failure `release(outcome)`
         case Replay():    outcome.response is the first caller's answer
         case Conflict():  same key, different body
         case InProgress(): the first caller is still at it when the deadline ran out
@@ -38,9 +44,29 @@ StoreKind = Literal["memory", "redis"]
 
 
 @dataclass(frozen=True)
+class Principal:
+    """Who a record belongs to: `id` is a keyed hash of the API key (or of the tenant's name
+    when keys name one), never the key; `tenant` the configured tenant name, if any (bounded:
+    it comes from the configuration, never from a request)."""
+
+    id: str
+    tenant: str | None = None
+
+    @property
+    def label(self) -> str:
+        """What a log line may say about the caller: the tenant, else a short hash."""
+        return self.tenant or self.id[:12]
+
+
+# The one principal of a service with no API keys configured.
+ANONYMOUS = Principal(id="anonymous", tenant=None)
+
+
+@dataclass(frozen=True)
 class Claimed:
     """This caller holds the key: it answers, then completes or releases the claim."""
 
+    owner: str  # the principal's id: a key is only ever its owner's
     key: str
     fingerprint: str
     # Tells this claim from a later one on the same key (after the lease ran out).
@@ -73,17 +99,28 @@ class PlanStore(Protocol):
     @property
     def kind(self) -> StoreKind: ...
 
-    async def put_plan(self, plan_id: str, record: JSONObject, ttl: float | None = None) -> None:
-        """Keep a plan record (the answer, the request, parent_plan_id, replan_count)."""
+    async def put_plan(
+        self, owner: Principal, plan_id: str, record: JSONObject, ttl: float | None = None
+    ) -> None:
+        """Keep a plan record (the answer and the request it answered) for `owner`; raises
+        TenantQuotaExceeded when that would take the owner past its cap of plan bytes."""
 
-    async def get_plan(self, plan_id: str) -> JSONObject | None:
-        """The plan record, or None when unknown or expired."""
+    async def get_plan(self, owner: Principal, plan_id: str) -> JSONObject | None:
+        """The owner's plan record, or None when unknown, expired or another owner's."""
 
-    async def claim(self, key: str, fingerprint: str, *, lease_seconds: float) -> ClaimOutcome:
-        """Take an idempotency key for `lease_seconds`, or say who has it and how."""
+    async def claim(
+        self, owner: Principal, key: str, fingerprint: str, *, lease_seconds: float
+    ) -> ClaimOutcome:
+        """Take the owner's idempotency key for `lease_seconds`, or say who has it and how."""
 
     async def wait(
-        self, key: str, fingerprint: str, deadline: Deadline, *, lease_seconds: float
+        self,
+        owner: Principal,
+        key: str,
+        fingerprint: str,
+        deadline: Deadline,
+        *,
+        lease_seconds: float,
     ) -> ClaimOutcome:
         """Wait for the holder's answer; claims the key if the holder let it go.
 
@@ -95,14 +132,17 @@ class PlanStore(Protocol):
         """Store the answer for the key; False when the claim was lost (its lease ran out and
         another caller took the key), in which case the other caller's answer stands."""
 
+    async def renew(self, claim: Claimed, lease_seconds: float) -> bool:
+        """Extend the claim's lease while its caller still works; False when it is lost."""
+
     async def release(self, claim: Claimed) -> None:
         """Let the key go after a failure, so the next request with it starts afresh."""
 
-    async def cache_get(self, key: str) -> JSONObject | None:
-        """A plan cache entry, or None."""
+    async def cache_get(self, owner: Principal, key: str) -> JSONObject | None:
+        """The owner's plan cache entry, or None."""
 
-    async def cache_put(self, key: str, value: JSONObject, ttl: float) -> None:
-        """Keep a plan cache entry for `ttl` seconds."""
+    async def cache_put(self, owner: Principal, key: str, value: JSONObject, ttl: float) -> None:
+        """Keep a plan cache entry of the owner's for `ttl` seconds."""
 
     async def ping(self) -> None:
         """Return when the store answers; raise StoreUnavailable otherwise."""
@@ -110,8 +150,16 @@ class PlanStore(Protocol):
     async def healthy(self) -> bool:
         """True when the store answers now."""
 
+    async def eviction_policy(self) -> str | None:
+        """Redis's `maxmemory-policy`; `unknown` when it may not be read; None in memory."""
+
     async def close(self) -> None:
         """Release connections; the store is not used after this."""
+
+
+def owned(owner: Principal, name: str) -> str:
+    """The name of a record within its owner's records."""
+    return f"{owner.id}:{name}"
 
 
 def note_store_failure(metrics: PlannerMetrics, operation: str, error: StoreUnavailable) -> None:

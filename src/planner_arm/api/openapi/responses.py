@@ -154,6 +154,13 @@ PLAN_RESPONSES: dict[int | str, dict[str, Any]] = {
         "The body must be JSON, sent with content-type: application/json "
         "(this one was sent as text/plain).",
     ),
+    429: error_doc(
+        "With API keys configured: the caller is over its request rate (`rate_limited`), "
+        "or already holds its cap of stored plan bytes (`tenant_quota_exceeded`); "
+        "`Retry-After` says when to try again.",
+        "rate_limited",
+        "Over this caller's rate of 20 requests a second; try again in 1 s.",
+    ),
     422: error_doc(
         "The body is not JSON, breaks a limit or has unknown fields, or the X-Request-ID "
         "header breaks the request-id rules; `errors` lists each problem.",
@@ -348,6 +355,7 @@ GET_PLAN_RESPONSES: dict[int | str, dict[str, Any]] = {
         },
     },
     401: PLAN_RESPONSES[401],
+    429: PLAN_RESPONSES[429],
     404: _NOT_FOUND,
     422: PLAN_RESPONSES[422],
     500: PLAN_RESPONSES[500],
@@ -362,6 +370,7 @@ VALIDATE_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: PLAN_RESPONSES[401],
     413: PLAN_RESPONSES[413],
     415: PLAN_RESPONSES[415],
+    429: PLAN_RESPONSES[429],
     422: error_doc(
         "The body is not an object with a list `plan` (or has unknown fields).",
         "invalid_request",
@@ -462,6 +471,7 @@ SPECIALIZE_RESPONSES: dict[int | str, dict[str, Any]] = {
     ),
     413: PLAN_RESPONSES[413],
     415: PLAN_RESPONSES[415],
+    429: PLAN_RESPONSES[429],
     422: error_doc(
         "The plan has no such step (`unknown_step`), the stored replan reported the step "
         "finished (`completed_step`: only a pending step gets an input), or the body is not "

@@ -1,0 +1,194 @@
+"""Tenants: with several API keys, each caller sees only its own plans, idempotency keys and
+cache entries; another's plan id answers exactly like an unknown one; keys of one named tenant
+share its plans; each caller has its own request rate and cap of stored plan bytes; no key
+reaches /metrics or the logs. In process, on memory and on a real redis-server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import respx
+
+from support.app import FakeClock, answer, good_plan, make_settings, running_app
+
+GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
+KEY_A = "key-a-0123456789abcdef"
+KEY_B = "key-b-0123456789abcdef"
+A = {"X-API-Key": KEY_A}
+B = {"Authorization": f"Bearer {KEY_B}"}
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store_section(request: pytest.FixtureRequest) -> dict[str, Any]:
+    if request.param == "redis":
+        return {"url": request.getfixturevalue("redis_url")}
+    return {}
+
+
+def replan_body(plan_id: str) -> dict[str, Any]:
+    return {
+        **GOAL,
+        "plan_id": plan_id,
+        "step_states": {
+            "1": {"status": "completed", "output": "auth/login.py:42"},
+            "2": {"status": "failed", "error": "the patch breaks the session tests"},
+        },
+    }
+
+
+def without_ids(body: dict[str, Any], plan_id: str) -> dict[str, Any]:
+    """An error body with what differs between two requests taken out."""
+    return {
+        k: (v.replace(plan_id, "<id>") if isinstance(v, str) else v)
+        for k, v in body.items()
+        if k != "request_id"
+    }
+
+
+async def test_another_callers_plan_answers_like_an_unknown_one(
+    store_section: dict[str, Any],
+) -> None:
+    settings = make_settings(llm=False, auth={"api_keys": [KEY_A, KEY_B]}, store=store_section)
+    async with running_app(settings) as client:
+        mine = (await client.post("/plan", json=GOAL, headers=A)).json()
+        plan_id = mine["plan_id"]
+        unknown = "0" * len(plan_id)
+        calls = {
+            "get": lambda pid: client.get(f"/plan/{pid}", headers=B),
+            "replan": lambda pid: client.post("/replan", json=replan_body(pid), headers=B),
+            "expand": lambda pid: client.post(
+                "/plan/expand", json={**GOAL, "plan_id": pid, "step": 2}, headers=B
+            ),
+            "specialize": lambda pid: client.post(
+                "/plan/specialize", json={"plan_id": pid, "step": 1}, headers=B
+            ),
+        }
+        for name, call in calls.items():
+            theirs, missing = await call(plan_id), await call(unknown)
+            assert theirs.status_code == missing.status_code == 404, name
+            assert theirs.json()["error"] == "plan_not_found"
+            assert without_ids(theirs.json(), plan_id) == without_ids(missing.json(), unknown)
+            assert plan_id not in str(theirs.json()["detail"]).replace(plan_id, "", 1)
+        # The owner still has it, and may replan it.
+        assert (await client.get(f"/plan/{plan_id}", headers=A)).status_code == 200
+        replanned = await client.post("/replan", json=replan_body(plan_id), headers=A)
+        assert replanned.status_code == 200, replanned.text
+
+
+async def test_an_idempotency_key_is_each_callers_own(
+    store_section: dict[str, Any],
+) -> None:
+    settings = make_settings(llm=False, auth={"api_keys": [KEY_A, KEY_B]}, store=store_section)
+    key = {"Idempotency-Key": "order-42"}
+    async with running_app(settings) as client:
+        first = await client.post("/plan", json=GOAL, headers={**A, **key})
+        # B uses the same key for another body: not A's key, so neither refused nor A's plan.
+        other_goal = {"goal": "Write the release notes for version 2"}
+        theirs = await client.post("/plan", json=other_goal, headers={**B, **key})
+        again = await client.post("/plan", json=GOAL, headers={**B, **key})
+        replayed = await client.post("/plan", json=GOAL, headers={**A, **key})
+    assert first.status_code == theirs.status_code == replayed.status_code == 200
+    assert theirs.json()["plan_id"] != first.json()["plan_id"]
+    assert again.status_code == 422  # B's own key, now with another body than B sent
+    assert again.json()["error"] == "idempotency_key_reused"
+    assert replayed.json()["plan_id"] == first.json()["plan_id"]
+
+
+async def test_a_cache_hit_never_hands_one_caller_anothers_plan(
+    chat_route: respx.Route, store_section: dict[str, Any]
+) -> None:
+    chat_route.side_effect = lambda request: answer(good_plan())
+    settings = make_settings(auth={"api_keys": [KEY_A, KEY_B]}, store=store_section)
+    async with running_app(settings) as client:
+        mine = (await client.post("/plan", json=GOAL, headers=A)).json()
+        theirs = (await client.post("/plan", json=GOAL, headers=B)).json()
+        repeat = (await client.post("/plan", json=GOAL, headers=A)).json()
+    assert chat_route.call_count == 2  # B's request was planned for B
+    assert theirs["metadata"]["source"] == "llm"
+    assert theirs["metadata"]["cached_plan_id"] is None
+    assert repeat["metadata"]["cached_plan_id"] == mine["plan_id"]  # A's own cache still works
+
+
+async def test_keys_of_one_tenant_share_its_plans(store_section: dict[str, Any]) -> None:
+    old, new = "acme:old-key-0123456789", "acme:new-key-0123456789"
+    settings = make_settings(llm=False, auth={"api_keys": [old, new, KEY_B]}, store=store_section)
+    async with running_app(settings) as client:
+        planned = await client.post("/plan", json=GOAL, headers={"X-API-Key": "old-key-0123456789"})
+        plan_id = planned.json()["plan_id"]
+        rotated = await client.get(f"/plan/{plan_id}", headers={"X-API-Key": "new-key-0123456789"})
+        other = await client.get(f"/plan/{plan_id}", headers=B)
+        whole_entry = await client.get(f"/plan/{plan_id}", headers={"X-API-Key": old})
+    assert planned.status_code == 200
+    assert rotated.status_code == 200
+    assert rotated.json()["plan_id"] == plan_id
+    assert other.status_code == 404
+    assert whole_entry.status_code == 401  # the key is what follows the tenant's name
+
+
+async def test_each_caller_has_its_own_request_rate(fake_clock: FakeClock) -> None:
+    settings = make_settings(
+        llm=False,
+        auth={"api_keys": [KEY_A, KEY_B]},
+        tenants={"requests_per_second": 1, "burst": 2},
+    )
+    async with running_app(settings, fake_clock) as client:
+        passed = [(await client.post("/plan", json=GOAL, headers=A)).status_code for _ in "ab"]
+        refused = await client.post("/plan", json=GOAL, headers=A)
+        other = await client.post("/plan", json=GOAL, headers=B)
+        fake_clock.time += 1.0
+        later = await client.post("/plan", json=GOAL, headers=A)
+    assert passed == [200, 200]
+    assert refused.status_code == 429
+    assert refused.json()["error"] == "rate_limited"
+    assert refused.headers["Retry-After"] == "1"
+    assert other.status_code == 200  # B is not slowed by A
+    assert later.status_code == 200
+
+
+async def test_a_caller_past_its_cap_of_plan_bytes_is_refused(
+    store_section: dict[str, Any],
+) -> None:
+    settings = make_settings(
+        llm=False,
+        auth={"api_keys": [KEY_A, KEY_B]},
+        tenants={"max_plan_bytes": 12_000},
+        store=store_section,
+    )
+    async with running_app(settings) as client:
+        statuses = []
+        for n in range(20):
+            body = {"goal": f"Fix authentication bug number {n} and add tests"}
+            response = await client.post("/plan", json=body, headers=A)
+            statuses.append(response.status_code)
+            if response.status_code == 429:
+                break
+        other = await client.post("/plan", json=GOAL, headers=B)
+    assert statuses[0] == 200
+    assert statuses[-1] == 429, statuses
+    assert response.json()["error"] == "tenant_quota_exceeded"
+    assert int(response.headers["Retry-After"]) > 80_000  # its first plan's TTL, a day
+    assert other.status_code == 200
+
+
+async def test_no_key_reaches_the_metrics_or_the_logs(
+    store_section: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = make_settings(
+        llm=False,
+        auth={"api_keys": [KEY_A, f"acme:{KEY_B}"]},
+        tenants={"requests_per_second": 1, "burst": 1},
+        store=store_section,
+    )
+    async with running_app(settings, FakeClock()) as client:
+        await client.post("/plan", json=GOAL, headers=A)
+        await client.post("/plan", json=GOAL, headers=A)  # rate limited
+        await client.post("/plan", json=GOAL, headers={"X-API-Key": "wrong-key-0123"})
+        await client.get("/plan/nope", headers=B)
+        metrics = (await client.get("/metrics")).text
+    logs = capsys.readouterr().err
+    assert "rate_limited" in logs
+    assert "plan_created" in logs
+    text = metrics + logs
+    for secret in (KEY_A, KEY_B, "wrong-key-0123"):
+        assert secret not in text
