@@ -152,21 +152,11 @@ class PlanService:
         records = self._records(principal)
         deadline = records.deadline
 
-        async def run() -> PlanResponse:
-            response = await self._recorded(
-                request,
-                deadline,
-                lambda: self.plans.plan(
-                    PlanJob(request, request_id, deadline, listener),
-                    use_cache=use_cache,
-                    records=records,
-                ),
-            )
-            return await self._stored(response, request, records)
+        def planned() -> Awaitable[PlanResponse]:
+            job = PlanJob(request, request_id, deadline, listener)
+            return self.plans.plan(job, use_cache=use_cache, records=records)
 
-        return await self.idempotency.run(
-            "plan", idempotency_key, request, run, request_id, records
-        )
+        return await self._answered("plan", request, request_id, idempotency_key, records, planned)
 
     async def replan(
         self,
@@ -203,12 +193,8 @@ class PlanService:
                 response = with_warning(response, "replan_chain_unverified", detail)
             return response
 
-        async def run() -> PlanResponse:
-            response = await self._recorded(request, deadline, revised)
-            return await self._stored(response, request, records)
-
-        return await self.idempotency.run(
-            "replan", idempotency_key, request, run, request_id, records
+        return await self._answered(
+            "replan", request, request_id, idempotency_key, records, revised
         )
 
     async def expand(
@@ -235,12 +221,8 @@ class PlanService:
                 )
             return response
 
-        async def run() -> PlanResponse:
-            response = await self._recorded(request, deadline, expanded)
-            return await self._stored(response, request, records)
-
-        return await self.idempotency.run(
-            "expand", idempotency_key, request, run, request_id, records
+        return await self._answered(
+            "expand", request, request_id, idempotency_key, records, expanded
         )
 
     async def specialize(
@@ -280,6 +262,23 @@ class PlanService:
         outcome = "valid" if answer.valid else "invalid"
         self.metrics.child(self.metrics.validations, outcome).inc()
         return answer
+
+    async def _answered(
+        self,
+        kind: str,
+        request: PlanRequest,
+        request_id: str,
+        idempotency_key: str | None,
+        records: Records,
+        work: Callable[[], Awaitable[PlanResponse]],
+    ) -> PlanResponse:
+        """`work()`'s answer, recorded and stored, once per idempotency key."""
+
+        async def run() -> PlanResponse:
+            response = await self._recorded(request, records.deadline, work)
+            return await self._stored(response, request, records)
+
+        return await self.idempotency.run(kind, idempotency_key, request, run, request_id, records)
 
     async def _recorded(
         self,
