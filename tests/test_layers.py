@@ -18,7 +18,7 @@ from radon.complexity import cc_visit
 from radon.visitors import Class, Function
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "planner_arm"
-SHARED = {"config", "errors", "metrics", "logging", "defaults", "clock"}
+SHARED = {"config", "errors", "metrics", "logging", "tracing", "defaults", "clock"}
 # What each layer may import from the package, besides itself.
 ALLOWED: dict[str, set[str]] = {
     "api": {"planning", "pipeline", "llm", "store", "plan", *SHARED},

@@ -209,8 +209,8 @@ class Expander:
         task = SubPlanTask(target, before, after)
         sub = await self.subplans.ask(request, task, deadline, spend, rules, check)
         if isinstance(sub, ModelFailure):
-            self.subplans.models.gate.fall_back(sub, spend)
-            sub = self._rule_based(request, task, rules, spliced)
+            with self.subplans.models.falling_back(sub, spend):
+                sub = self._rule_based(request, task, rules, spliced)
         steps = spliced(sub.valid.steps)
         expanded = self._answer(request, previous, request_id, deadline, spend, sub, steps)
         self.metrics.child(self.metrics.expansions, sub.source).inc()
