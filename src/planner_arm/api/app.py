@@ -16,6 +16,7 @@ import httpx
 import structlog
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.telemetry import TelemetryConfig
 
 from planner_arm.api.deps import Readiness, State
 from planner_arm.api.errors import install_error_handlers
@@ -35,6 +36,7 @@ from planner_arm.tracing import Tracing, start_tracing
 
 log = structlog.get_logger("planner_arm.api.app")
 
+NO_NATIVE_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 # Requests that get no span: probes and scrapes (regular expressions, comma-separated).
 PROBE_URLS = r"/health(\?|$),/ready(\?|$),/metrics(\?|$)"
 
@@ -104,6 +106,9 @@ def create_app(
         version=service_version(),
         summary="Turns a goal into a validated, executable plan of arm steps.",
         lifespan=lifespan,
+        # FastAPI's own telemetry stays off: the OpenTelemetry instrumentation below makes the
+        # request spans, and untraced, the per-request look for a global provider is skipped.
+        telemetry=NO_NATIVE_TELEMETRY,
     )
     # The server's SIGTERM handler turns it before the lifespan's state is torn down.
     app.state.readiness = readiness
