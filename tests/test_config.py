@@ -172,3 +172,36 @@ def test_which_source_wins_when_two_name_one_setting(
     assert settings.api_key is not None
     assert settings.api_key.get_secret_value() == "sk-llm"
     assert settings.model.base_url == "http://llm.invalid/v1"
+
+
+@pytest.mark.parametrize(
+    ("env", "url"),
+    [
+        ({}, None),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"},
+            "http://collector:4318/v1/traces",
+        ),
+        (
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://traces:4318/spans",
+            },
+            "http://traces:4318/spans",
+        ),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_SDK_DISABLED": "TRUE"}, None),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_TRACES_EXPORTER": "none"}, None),
+    ],
+)
+def test_tracing_follows_the_otel_variables(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], url: str | None
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert load_settings().tracing.traces_url == url
+
+
+def test_the_service_name_defaults_to_planner_arm(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().tracing.service_name == "planner-arm"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "planner-eu")
+    assert load_settings().tracing.service_name == "planner-eu"

@@ -273,6 +273,32 @@ class ExpansionSettings(Section):
     max_plan_steps: int = Field(50, ge=3, le=500)
 
 
+class TracingSettings(Section):
+    """OpenTelemetry traces, set by the standard `OTEL_*` variables. Off unless an OTLP
+    endpoint is named: with none, no span is exported, so none is made."""
+
+    # OTEL_SDK_DISABLED=true turns tracing off whatever else is set.
+    sdk_disabled: bool = False
+    service_name: str = Field("planner-arm", min_length=1)
+    # OTEL_EXPORTER_OTLP_ENDPOINT: the collector's base URL; spans go to <it>/v1/traces.
+    otlp_endpoint: str | None = None
+    # OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: the full URL for spans; wins over the base URL.
+    otlp_traces_endpoint: str | None = None
+    # OTEL_TRACES_EXPORTER: `otlp` (the default) or `none`.
+    exporter: Literal["otlp", "none"] = "otlp"
+
+    @property
+    def traces_url(self) -> str | None:
+        """Where spans are sent (OTLP over HTTP, protobuf), or None when tracing is off."""
+        if self.sdk_disabled or self.exporter == "none":
+            return None
+        if self.otlp_traces_endpoint:
+            return self.otlp_traces_endpoint
+        if self.otlp_endpoint:
+            return self.otlp_endpoint.rstrip("/") + "/v1/traces"
+        return None
+
+
 def _default_arms() -> list[ArmSpec]:
     return [ArmSpec(**arm) for arm in DEFAULT_ARMS]
 
@@ -300,6 +326,7 @@ class Settings(BaseSettings):
     auth: AuthSettings = Field(default_factory=AuthSettings)
     tenants: TenantSettings = Field(default_factory=TenantSettings)
     expansion: ExpansionSettings = Field(default_factory=ExpansionSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)
     arm_aliases: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ARM_ALIASES))
     examples: list[WorkedExample] = Field(default_factory=list, max_length=10_000)
@@ -388,6 +415,11 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
     "PLANNER_STORE_URL": ("store", "url"),
     "OPENAI_API_KEY": ("api_key",),
     "LLM_API_KEY": ("api_key",),
+    "OTEL_SDK_DISABLED": ("tracing", "sdk_disabled"),
+    "OTEL_SERVICE_NAME": ("tracing", "service_name"),
+    "OTEL_EXPORTER_OTLP_ENDPOINT": ("tracing", "otlp_endpoint"),
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": ("tracing", "otlp_traces_endpoint"),
+    "OTEL_TRACES_EXPORTER": ("tracing", "exporter"),
 }
 
 
@@ -396,6 +428,8 @@ def _env_value(name: str, raw: str) -> Any:
         return [part.strip() for part in raw.split(",") if part.strip()]
     if name == "LOG_LEVEL":
         return raw.strip().upper()
+    if name in ("OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER"):
+        return raw.strip().lower()
     return raw.strip()
 
 
@@ -454,7 +488,9 @@ def load_settings(**overrides: Any) -> Settings:
 
 def default_settings_dict() -> dict[str, Any]:
     """The built-in defaults as plain data: the shipped planner-config.yaml must match it."""
-    data = Settings.model_construct().model_dump(mode="json", exclude={"api_key", "auth"})
+    data = Settings.model_construct().model_dump(
+        mode="json", exclude={"api_key", "auth", "tracing"}
+    )
     # The built-in arms leave a tool's optional fields out.
     data["arms"] = [
         {key: value for key, value in arm.items() if key not in _TOOL_ONLY or value}

@@ -3,16 +3,18 @@
 JSON lines when the output is not a terminal (production, containers); readable console
 lines on a terminal. `configure_logging` runs when the app is built, never on import. The
 request id reaches every line through structlog's contextvars, bound by
-`planner_arm.api.middleware`.
+`planner_arm.api.middleware`; inside a trace's span, its `trace_id` and `span_id` too.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any, Literal
 
 import structlog
+from opentelemetry import trace
 
 LogFormat = Literal["auto", "json", "console"]
 
@@ -24,10 +26,22 @@ def _renderer(fmt: LogFormat) -> structlog.typing.Processor:
     return structlog.processors.JSONRenderer()
 
 
+def add_trace_ids(
+    logger: Any, method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """The active span's ids as the W3C trace context writes them (none outside a span)."""
+    context = trace.get_current_span().get_span_context()
+    if context.is_valid:
+        event["trace_id"] = format(context.trace_id, "032x")
+        event["span_id"] = format(context.span_id, "016x")
+    return event
+
+
 def configure_logging(level: str = "INFO", fmt: LogFormat = "auto") -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_trace_ids,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

@@ -2,7 +2,9 @@
 
 The lifespan builds the whole service through the composition root (`build_service`), warms
 the model client, serves it over MCP at /mcp too, yields the typed `State` every request sees,
-and closes what it built.
+and closes what it built. With tracing configured, each request is a server span (the FastAPI
+instrumentation, which continues a caller's `traceparent`), and the spans still buffered are
+exported on the way out.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import httpx
 import structlog
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.telemetry import TelemetryConfig
 from starlette.routing import Route
 
 from planner_arm.api.auth import KeyRing, RequestRates
@@ -33,8 +36,13 @@ from planner_arm.config import Settings, load_settings
 from planner_arm.llm.client import rehearse_model_call
 from planner_arm.logging import configure_logging
 from planner_arm.planning.wiring import build_service, service_metrics, service_version
+from planner_arm.tracing import Tracing, start_tracing
 
 log = structlog.get_logger("planner_arm.api.app")
+
+NO_NATIVE_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
+# Requests that get no span: probes and scrapes (regular expressions, comma-separated).
+PROBE_URLS = r"/health(\?|$),/ready(\?|$),/metrics(\?|$)"
 
 
 def create_app(
@@ -43,14 +51,19 @@ def create_app(
     http_client: httpx.AsyncClient | None = None,
     clock: Clock | None = None,
     rng: random.Random | None = None,
+    tracing: Tracing | None = None,
 ) -> FastAPI:
     """Builds the app; its lifespan builds the service and closes it.
 
     `http_client`, `clock` and `rng` are for tests: a client whose calls respx can see, a
-    fake clock, a seeded random source for backoff jitter.
+    fake clock, a seeded random source for backoff jitter. `tracing` too (a provider with an
+    in-memory exporter); by default the settings' `OTEL_*` variables say what it is, and the
+    lifespan shuts it down at the end.
     """
     settings = settings or load_settings()
     configure_logging(settings.server.log_level, settings.server.log_format)
+    owns_tracing = tracing is None
+    tracing = tracing or start_tracing(settings.tracing, service_version())
     metrics = service_metrics(settings, service_version())
     keys = KeyRing.from_settings(settings.auth)
     # A rate per principal where there are several; one anonymous caller has no one to crowd.
@@ -61,7 +74,12 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[State]:
         service = build_service(
-            settings, metrics=metrics, http_client=http_client, clock=clock, rng=rng
+            settings,
+            metrics=metrics,
+            http_client=http_client,
+            clock=clock,
+            rng=rng,
+            tracing=tracing,
         )
         if service.llm is not None:
             # Before ready: the first plan request is then no slower than the tenth.
@@ -79,6 +97,7 @@ def create_app(
             model=settings.model.name if service.llm is not None else None,
             llm="configured" if service.llm is not None else "disabled",
             store=service.store.kind,
+            tracing="otlp" if tracing.enabled else "off",
         )
         try:
             async with mcp.serving(service):
@@ -87,12 +106,17 @@ def create_app(
             readiness.begin_shutdown()
             await service.aclose()
             log.info("service_stopped")
+            if owns_tracing:
+                tracing.shutdown()
 
     app = FastAPI(
         title="planner-arm",
         version=service_version(),
         summary="Turns a goal into a validated, executable plan of arm steps.",
         lifespan=lifespan,
+        # FastAPI's own telemetry stays off: the OpenTelemetry instrumentation below makes the
+        # request spans, and untraced, the per-request look for a global provider is skipped.
+        telemetry=NO_NATIVE_TELEMETRY,
     )
     # The server's SIGTERM handler turns it before the lifespan's state is torn down.
     app.state.readiness = readiness
@@ -123,4 +147,21 @@ def create_app(
             expose_headers=["X-Request-ID"],
         )
     app.add_middleware(RequestContextMiddleware)
+    _instrument(app, tracing)
     return app
+
+
+def _instrument(app: FastAPI, tracing: Tracing) -> None:
+    """A server span for each request but the probes', outside every middleware."""
+    if tracing.provider is None:
+        return
+    # Imported here: an untraced process never loads the instrumentation.
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+    FastAPIInstrumentor.instrument_app(
+        app,
+        tracer_provider=tracing.provider,
+        excluded_urls=PROBE_URLS,
+        # One span per request: not one more for each chunk of the body sent or received.
+        exclude_spans=["receive", "send"],
+    )

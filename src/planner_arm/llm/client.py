@@ -13,6 +13,9 @@ Streamed (`stream=True`), the text deltas go to a sink as they arrive and the se
 the usage in its last chunk when it can; the deltas are joined into the same `Completion` a
 plain call returns, so the planner reads the answer the same way either way.
 
+Each call is one span (`chat <model>`) with the OpenTelemetry GenAI attributes: the model
+asked and the one that answered, the tokens, the finish reason, or the error's code.
+
 At start-up one rehearsal runs the SDK's whole request and response path, plain and streamed,
 against an in-process transport (no network, no model, nothing counted): the SDK's parsers and
 httpx's asyncio backend are then built before the first real request, not during it.
@@ -32,6 +35,9 @@ from typing import Any, Protocol
 import httpx
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
 
 from planner_arm.config import Settings
 from planner_arm.errors import (
@@ -100,16 +106,19 @@ async def read_stream(
     started: float,
     *,
     timeout: float,  # noqa: ASYNC109 - the SDK's own timeout for the request
-) -> tuple[str | None, str | None, Any, float]:
-    """(content, finish reason, usage or None, latency); raises LLMTransientError when the
-    stream ends before the answer does. Transport errors propagate as the SDK raises them."""
+) -> tuple[str | None, str | None, Any, float, str | None]:
+    """(content, finish reason, usage or None, latency, the model that answered); raises
+    LLMTransientError when the stream ends before the answer does. Transport errors propagate
+    as the SDK raises them."""
     stream = await stream_completion(client, options, timeout=timeout)
     parts: list[str] = []
     finish_reason: str | None = None
     usage: Any = None
     refusal: list[str] = []
+    answered_by: str | None = None
     async with stream:
         async for chunk in stream:
+            answered_by = chunk.model or answered_by
             if chunk.usage is not None:
                 usage = chunk.usage
             for choice in chunk.choices[:1]:
@@ -124,7 +133,7 @@ async def read_stream(
     if finish_reason is None:
         raise LLMTransientError("the answer's stream ended before the answer", code="stream_broken")
     content = "".join(parts) or ("".join(refusal) or None)
-    return content, finish_reason, usage, time.perf_counter() - started
+    return content, finish_reason, usage, time.perf_counter() - started, answered_by
 
 
 # Providers quote part of a bad key back in their error text; none of it may reach a log.
@@ -145,6 +154,8 @@ class Completion:
     completion_tokens: int
     usage_reported: bool
     latency_seconds: float
+    # The model the server says answered (a provider may name a dated version of the one asked).
+    response_model: str | None = None
 
     @property
     def truncated(self) -> bool:
@@ -229,8 +240,14 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
 class LLMClient:
     """One pooled connection to an OpenAI-compatible server for the whole process."""
 
-    def __init__(self, settings: Settings, http_client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        http_client: httpx.AsyncClient | None = None,
+        tracer: trace.Tracer | None = None,
+    ) -> None:
         self._settings = settings
+        self._tracer = tracer or trace.NoOpTracer()
         self._key = settings.api_key.get_secret_value() if settings.api_key else None
         self._http = http_client or build_http_client(settings)
         self._client = openai.AsyncOpenAI(
@@ -243,6 +260,12 @@ class LLMClient:
         self._no_response_format: set[str] = set()
         # Models whose server refused `stream`; asked without it from then on.
         self._no_stream: set[str] = set()
+        url = self._client.base_url
+        default_port = 443 if url.scheme == "https" else 80
+        self._server: dict[str, AttributeValue] = {
+            "server.address": url.host,
+            "server.port": url.port or default_port,
+        }
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -283,6 +306,43 @@ class LLMClient:
         With a `sink`, the answer is streamed and each piece of text goes to the sink as it
         arrives; a server that refuses streaming is asked again without it (remembered), and
         the sink gets the whole text at once."""
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.system": "openai",  # the older name of the provider, for older backends
+            "gen_ai.request.model": model,
+            "gen_ai.request.max_tokens": self._settings.model.max_tokens,
+            "gen_ai.request.temperature": self._settings.model.temperature,
+            **self._server,
+        }
+        with self._tracer.start_as_current_span(
+            f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
+        ) as span:
+            try:
+                completion = await self._complete(
+                    model, messages, timeout=timeout, sink=sink, answer_schema=answer_schema
+                )
+            except LLMError as error:
+                span.set_attribute("error.type", error.code)
+                span.set_status(Status(StatusCode.ERROR, error.detail))
+                raise
+            except asyncio.CancelledError:
+                # The request's deadline, or its caller, cut the call short.
+                span.set_attribute("error.type", "cancelled")
+                raise
+            if span.is_recording():
+                _describe_answer(span, completion)
+            return completion
+
+    async def _complete(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        *,
+        timeout: float,  # noqa: ASYNC109 - the SDK's own timeout is set from it too
+        sink: AnswerSink | None = None,
+        answer_schema: AnswerSchema | None = None,
+    ) -> Completion:
         response_format = self._response_format(model, answer_schema)
         options: dict[str, Any] = {
             "model": model,
@@ -302,16 +362,16 @@ class LLMClient:
             async with asyncio.timeout(timeout):
                 if streaming:
                     assert sink is not None
-                    content, finish_reason, usage, latency = await read_stream(
+                    content, finish_reason, usage, latency, answered_by = await read_stream(
                         self._client, options, sink, started, timeout=timeout
                     )
-                    return _completion(content, finish_reason, usage, latency)
+                    return _completion(content, finish_reason, usage, latency, answered_by)
                 response = await create_completion(self._client, options, timeout=timeout)
         except openai.APIStatusError as exc:
             if streaming and exc.status_code in (400, 422) and STREAM_WORDS.search(exc.message):
                 self._no_stream.add(model)
                 remaining = timeout - (time.perf_counter() - started)
-                return await self.complete(
+                return await self._complete(
                     model, messages, timeout=remaining, sink=sink, answer_schema=answer_schema
                 )
             raise self._status_error(exc, model, response_format) from exc
@@ -321,7 +381,7 @@ class LLMClient:
         content, finish_reason = _answer(response)
         if sink is not None and content:
             sink.text(content)
-        return _completion(content, finish_reason, response.usage, latency)
+        return _completion(content, finish_reason, response.usage, latency, response.model)
 
     def _status_error(
         self, exc: openai.APIStatusError, model: str, response_format: dict[str, Any] | None
@@ -361,7 +421,11 @@ def _answer(response: Any) -> tuple[str | None, str | None]:
 
 
 def _completion(
-    content: str | None, finish_reason: str | None, usage: Any, latency: float
+    content: str | None,
+    finish_reason: str | None,
+    usage: Any,
+    latency: float,
+    answered_by: str | None,
 ) -> Completion:
     return Completion(
         content=content,
@@ -370,7 +434,19 @@ def _completion(
         completion_tokens=usage.completion_tokens if usage else 0,
         usage_reported=usage is not None,
         latency_seconds=latency,
+        response_model=answered_by or None,
     )
+
+
+def _describe_answer(span: trace.Span, completion: Completion) -> None:
+    """The GenAI attributes of an answered call: who answered, how it ended, the tokens."""
+    if completion.response_model:
+        span.set_attribute("gen_ai.response.model", completion.response_model)
+    if completion.finish_reason:
+        span.set_attribute("gen_ai.response.finish_reasons", [completion.finish_reason])
+    if completion.usage_reported:
+        span.set_attribute("gen_ai.usage.input_tokens", completion.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", completion.completion_tokens)
 
 
 _REHEARSAL_URL = "http://warm-up.invalid/v1"

@@ -10,18 +10,21 @@ whether the request may spend another call, the seconds and the dollars it needs
 The loop never raises for a model's failure: it answers with the model's answer, or with the
 `ModelFailure` that says why there is none. `ModelChain.answer` puts the fallback after it:
 the rule-based answer when the model gave none, or `PlanningFailed` when the fallback is off.
+The rule-based answer is made inside a `rule_based_fallback` span that names the reason.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 import structlog
 from anyio import to_thread
+from opentelemetry import trace
 
 from planner_arm.clock import Deadline
 from planner_arm.config import Price, RetrySettings, WorkedExample
@@ -212,6 +215,7 @@ class ModelChain:
     pricing: dict[str, Price]
     max_tokens: int
     metrics: PlannerMetrics
+    tracer: trace.Tracer = field(default_factory=trace.NoOpTracer)
     # Bound once: a module-level lazy logger rebuilds itself on every call.
     log: Any = field(
         init=False, default_factory=lambda: structlog.get_logger("planner_arm.planning.attempts")
@@ -271,10 +275,19 @@ class ModelChain:
         outcome = await self.ask(question, deadline, spend, budget=budget, listener=listener)
         if isinstance(outcome, ModelAnswer):
             return Sourced(outcome.value, outcome.model)
-        self.gate.fall_back(outcome, spend)
-        # CPU work that grows with the plan (a replan of hundreds of steps): in a worker
-        # thread, so the event loop keeps answering every other request meanwhile.
-        return Sourced(await to_thread.run_sync(by_rule), None)
+        with self.falling_back(outcome, spend):
+            # CPU work that grows with the plan (a replan of hundreds of steps): in a worker
+            # thread, so the event loop keeps answering every other request meanwhile.
+            return Sourced(await to_thread.run_sync(by_rule), None)
+
+    @contextmanager
+    def falling_back(self, failure: ModelFailure, spend: Spend) -> Iterator[None]:
+        """Through the gate (which may raise `PlanningFailed`), then the `rule_based_fallback`
+        span the rule-based answer is made in."""
+        self.gate.fall_back(failure, spend)
+        attributes = {"planner.fallback.reason": failure.reason}
+        with self.tracer.start_as_current_span("rule_based_fallback", attributes=attributes):
+            yield
 
     def reserve(
         self, model: str, messages: list[Message], spend: Spend, max_llm_usd: float | None

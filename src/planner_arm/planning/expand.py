@@ -211,8 +211,8 @@ class Expander:
         task = SubPlanTask(target, before, after)
         sub = await self.subplans.ask(request, task, deadline, spend, rules, check)
         if isinstance(sub, ModelFailure):
-            self.subplans.models.gate.fall_back(sub, spend)
-            sub = await to_thread.run_sync(self._rule_based, request, task, rules, spliced)
+            with self.subplans.models.falling_back(sub, spend):
+                sub = await to_thread.run_sync(self._rule_based, request, task, rules, spliced)
         done = sub
 
         def answer() -> PlanResponse:

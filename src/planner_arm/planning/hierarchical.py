@@ -174,8 +174,8 @@ class _Expansion:
             if outcome.reason == "deadline":
                 self.spend.warn_once(f"node_not_expanded: {node_id}: {outcome.detail}")
                 return None
-            subplans.models.gate.fall_back(outcome, self.spend)
-            return subplans.rule_based(self.request, task, rules)[0]
+            with subplans.models.falling_back(outcome, self.spend):
+                return subplans.rule_based(self.request, task, rules)[0]
         return outcome
 
 

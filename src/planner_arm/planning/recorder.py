@@ -1,5 +1,6 @@
 """One place that records a finished plan request: the metrics, the traffic figures that
-/capabilities reports, and the one `plan_created` log line.
+/capabilities reports, the one `plan_created` log line, and the answer's plan id, source and
+step count on the request's span when it is traced.
 
 The plan service records every answer once, planned or repeated (a cache hit, a follower of a
 shared planning run). Work is counted once: repairs and the planning latency belong to the
@@ -18,9 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from opentelemetry import trace
 
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.tracing import PLAN_ID, PLAN_SOURCE, PLAN_STEPS
 
 # The goal is the caller's text: only its opening is logged, so logs stay small and hold
 # as little of it as they can.
@@ -124,6 +127,15 @@ class PlanRecorder:
         reason = _fallback_reason(response) if meta.source == "fallback" else None
         model_asked = meta.source == "llm" or reason not in (None, "llm_disabled")
         self.stats.record_plan(meta.source, meta.latency_ms, repeat=repeat, model_asked=model_asked)
+        span = trace.get_current_span()
+        if span.is_recording():
+            span.set_attributes(
+                {
+                    PLAN_ID: response.plan_id,
+                    PLAN_SOURCE: meta.source,
+                    PLAN_STEPS: len(response.plan),
+                }
+            )
         fields: dict[str, Any] = {
             "request_id": response.request_id,
             "plan_id": response.plan_id,

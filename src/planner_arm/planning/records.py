@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import structlog
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from planner_arm.clock import Clock, Deadline
 from planner_arm.config import CircuitSettings
@@ -44,8 +46,17 @@ class StoreGuard:
         operation_timeout: float,
         down_seconds: float,
         clock: Clock,
+        tracer: trace.Tracer | None = None,
     ) -> None:
+        """`tracer`: each operation is a `store.<operation>` span (when tracing is on)."""
         self.store = store
+        self._tracer = tracer
+        # A Redis command is a call out of the process; the memory store's is not.
+        redis = store.kind == "redis"
+        self._span_kind = SpanKind.CLIENT if redis else SpanKind.INTERNAL
+        self._span_attributes = {"planner.store": store.kind}
+        if redis:
+            self._span_attributes["db.system.name"] = "redis"
         self._operation_timeout = operation_timeout
         self._down_seconds = down_seconds
         self._log = structlog.get_logger("planner_arm.planning.records").bind()
@@ -69,6 +80,20 @@ class StoreGuard:
         self, call: Callable[[], Awaitable[T]], seconds: float, operation: str = "store"
     ) -> T:
         """`call()` within `seconds`; StoreUnavailable at once while the store is down."""
+        if self._tracer is None:
+            return await self._bounded(call, seconds, operation)
+        attributes = {"db.operation.name": operation, **self._span_attributes}
+        with self._tracer.start_as_current_span(
+            f"store.{operation}", kind=self._span_kind, attributes=attributes
+        ) as span:
+            try:
+                return await self._bounded(call, seconds, operation)
+            except StoreUnavailable as error:
+                span.set_attribute("error.type", error.code)
+                span.set_status(Status(StatusCode.ERROR, error.detail))
+                raise
+
+    async def _bounded(self, call: Callable[[], Awaitable[T]], seconds: float, operation: str) -> T:
         if not self._circuit.allow():
             raise StoreUnavailable(
                 f"the plan store failed moments ago and is not asked again for up to "

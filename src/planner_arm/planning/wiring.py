@@ -4,7 +4,8 @@
 guard, the attempt loop, the rule-based planner, the strategies, the cache, the store,
 idempotency, the recorder) and hands each what it uses through its constructor. The app's
 lifespan and every command of the CLI call it, so a plan made in-process is made by the very
-objects the HTTP service uses.
+objects the HTTP service uses. With tracing on, the model client's HTTP pool is instrumented,
+the model client and the attempt loop get the tracer, and the store is wrapped in spans.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import httpx
 
 from planner_arm.clock import Clock
 from planner_arm.config import Settings
-from planner_arm.llm.client import LLMClient
+from planner_arm.llm.client import LLMClient, build_http_client
 from planner_arm.llm.guarded import GuardedLLM
 from planner_arm.llm.prompts import PROMPT_VERSION, example_texts
 from planner_arm.llm.retry import RetryPolicy
@@ -44,6 +45,7 @@ from planner_arm.planning.toolboxes import Toolboxes
 from planner_arm.rules.planner import RuleBasedPlanner
 from planner_arm.store.base import PlanStore
 from planner_arm.store.memory import MemoryStore
+from planner_arm.tracing import NO_TRACING, Tracing
 
 
 @dataclass
@@ -132,12 +134,23 @@ def build_store(settings: Settings, clock: Clock) -> PlanStore:
     )
 
 
+def _llm_client(
+    settings: Settings, http_client: httpx.AsyncClient | None, tracing: Tracing
+) -> LLMClient:
+    """The model client; with tracing on, its pool sends the trace context to the model."""
+    if tracing.enabled:
+        http_client = http_client or build_http_client(settings)
+        tracing.instrument_client(http_client)
+    return LLMClient(settings, http_client, tracing.tracer())
+
+
 def _model_chain(
     settings: Settings,
     llm: LLMClient | None,
     metrics: PlannerMetrics,
     clock: Clock,
     rng: random.Random,
+    tracing: Tracing,
 ) -> ModelChain:
     retry = settings.retry
     return ModelChain(
@@ -154,6 +167,7 @@ def _model_chain(
         pricing=settings.pricing,
         max_tokens=settings.model.max_tokens,
         metrics=metrics,
+        tracer=tracing.tracer(),
     )
 
 
@@ -164,14 +178,16 @@ def build_service(
     http_client: httpx.AsyncClient | None = None,
     clock: Clock | None = None,
     rng: random.Random | None = None,
+    tracing: Tracing = NO_TRACING,
 ) -> Service:
     """The whole object graph for `settings`. `http_client`, `clock` and `rng` are for tests:
-    a client whose calls respx can see, a fake clock, a seeded source of backoff jitter."""
+    a client whose calls respx can see, a fake clock, a seeded source of backoff jitter.
+    `tracing` is the process's tracer provider (the app starts it; none by default)."""
     metrics = metrics or service_metrics(settings, service_version())
     clock = clock or Clock()
     rng = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
-    llm = LLMClient(settings, http_client) if settings.llm_enabled else None
-    models = _model_chain(settings, llm, metrics, clock, rng)
+    llm = _llm_client(settings, http_client, tracing) if settings.llm_enabled else None
+    models = _model_chain(settings, llm, metrics, clock, rng, tracing)
     toolboxes = Toolboxes(settings)
     configured = toolboxes.configured
     rules, resolver = configured.rules, configured.resolver
@@ -203,6 +219,7 @@ def build_service(
         operation_timeout=settings.store.socket_timeout_seconds,
         down_seconds=settings.store.down_seconds,
         clock=clock,
+        tracer=tracing.tracer() if tracing.enabled else None,
     )
     strategies = Strategies(
         flat,
