@@ -6,6 +6,7 @@ tool name mapped to the closest one, the examples shown to the model).
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -15,6 +16,9 @@ import bm25s  # type: ignore[import-untyped]
 from planner_arm.limits import ArmSpec, WorkedExample
 from planner_arm.plan.lexicon import stem
 from planner_arm.plan.tools import name_words, request_pieces
+
+# The library says at debug level how it builds each index: not the service's business.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 
 def _squashed(name: str) -> str:
