@@ -241,3 +241,40 @@ async def test_links_follow_the_types_the_tools_declare(chat_route: respx.Route)
     codes = [entry["code"] for entry in body["metadata"]["repairs"]]
     assert "link_type_mismatch" in codes
     assert "link_added_by_type" in codes
+
+
+async def test_a_tool_plan_is_replanned_and_expanded_over_the_same_tools() -> None:
+    tools = [
+        *MOVIE_TOOLS,
+        {"id": "summarise_text", "description": "Summarise a text in a few sentences"},
+    ]
+    async with running_app(make_settings(llm=False)) as client:
+        planned = (await client.post("/plan", json={"goal": GOAL, "tools": tools})).json()
+        assert [step["required_arm"] for step in planned["plan"]] == [
+            "search_movie",
+            "GetMovieCredit",
+        ]
+        replanned = await client.post(
+            "/replan",
+            json={
+                "goal": GOAL,
+                "plan_id": planned["plan_id"],
+                "tools": tools,
+                "step_states": {"1": "completed", "2": "failed"},
+                "reason": "the credits call failed",
+            },
+        )
+        assert replanned.status_code == 200, replanned.text
+        revised = replanned.json()
+        assert {step["required_arm"] for step in revised["plan"]} <= {
+            tool.get("id") or tool["function"]["name"] for tool in tools
+        }
+        assert revised["plan"][0] == planned["plan"][0]  # the finished step, as it was
+        expanded = await client.post(
+            "/plan/expand",
+            json={"goal": GOAL, "plan_id": planned["plan_id"], "step": 2, "tools": tools},
+        )
+        assert expanded.status_code == 200, expanded.text
+        assert all(
+            step["required_arm"] != "judge" for step in expanded.json()["plan"]
+        )  # no built-in agent slipped into a tool plan

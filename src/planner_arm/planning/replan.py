@@ -60,14 +60,6 @@ class Replanner(ModelPlanner):
     ) -> PlanResponse:
         """The revised plan of `previous`. `replan_count` is the server's count of replans in
         the stored chain, when it has the chain; else the previous answer's is used."""
-        if request.tools is not None:  # the request's own tools: their rules and resolver
-            return await self.for_request(request).replan(
-                request.model_copy(update={"tools": None}),
-                previous,
-                request_id,
-                deadline,
-                replan_count=replan_count,
-            )
         scope = self.scope(request, previous, replan_count)
         spend = Spend()
         planning = self.planning

@@ -171,9 +171,10 @@ class PlanService:
 
         async def revised() -> PlanResponse:
             previous, replan_count, verified = await self._replan_base(request, records)
+            replanner = self.replanner.for_request(request)  # over the request's own tools
             # Refuse a bad request (unknown steps, the replan limit) before any model call.
-            self.replanner.scope(request, previous, replan_count)
-            response = await self.replanner.replan(
+            replanner.scope(request, previous, replan_count)
+            response = await replanner.replan(
                 request, previous, request_id, deadline, replan_count=replan_count
             )
             self.metrics.child(self.metrics.replans, response.metadata.source).inc()
@@ -211,8 +212,9 @@ class PlanService:
 
         async def expanded() -> PlanResponse:
             previous, _ = await self._previous(request.previous, request.plan_id, records)
-            self.expander.check(request, previous)  # refuse a bad request before any call
-            response = await self.expander.expand(request, previous, request_id, deadline)
+            expander = self.expander.for_request(request)
+            expander.check(request, previous)  # refuse a bad request before any call
+            response = await expander.expand(request, previous, request_id, deadline)
             # A plan with inputs keeps them whole: the new steps get one, and the inputs
             # that read the replaced step's output are made again (`input_replaced`).
             if request.specialize or any(step.input is not None for step in previous.plan):
