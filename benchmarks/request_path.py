@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import json
 import sys
+import threading
 from types import FrameType
 from typing import Any
 
@@ -85,14 +86,15 @@ class PathRecorder:
     """The package modules entered by calls, in order, while it is installed."""
 
     def __init__(self) -> None:
-        self.calls: list[str] = []
+        self.calls: list[tuple[int, str]] = []  # (thread, module), in call order
+        self.active = False
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
-        if event != "call":
+        if not self.active or event != "call":
             return
         module = frame.f_globals.get("__name__", "")
         if module == PACKAGE or module.startswith(PACKAGE + "."):
-            self.calls.append(module)
+            self.calls.append((threading.get_ident(), module))
 
 
 def folder(module: str) -> str:
@@ -104,16 +106,20 @@ def switches(folders: list[str]) -> int:
     return sum(1 for before, after in itertools.pairwise(folders) if before != after)
 
 
-def summary(calls: list[str]) -> tuple[list[str], int, int]:
-    """The modules in order of first entry; the switches between folders along the calls; and
-    the same without the top-level modules every folder uses (the clock, metrics, errors)."""
-    modules = list(dict.fromkeys(calls))
-    folders = [folder(module) for module in calls]
-    between_folders = [name for name in folders if name != "-"]
-    return modules, switches(folders), switches(between_folders)
+def summary(calls: list[tuple[int, str]]) -> tuple[list[str], int, int]:
+    """The modules in order of first entry; the switches between folders along each thread's
+    calls (the event loop's, and the worker threads' that take the CPU work); and the same
+    without the top-level modules every folder uses (the clock, metrics, errors)."""
+    modules = list(dict.fromkeys(module for _, module in calls))
+    every = inner = 0
+    for thread in dict.fromkeys(thread for thread, _ in calls):
+        folders = [folder(module) for ident, module in calls if ident == thread]
+        every += switches(folders)
+        inner += switches([name for name in folders if name != "-"])
+    return modules, every, inner
 
 
-async def one_request(stream: bool, with_model: bool) -> list[str]:
+async def one_request(stream: bool, with_model: bool) -> list[tuple[int, str]]:
     overrides: dict[str, Any] = {"cache": {"enabled": False}}
     if with_model:
         overrides["model"] = {"base_url": "http://model.invalid/v1"}
@@ -122,6 +128,9 @@ async def one_request(stream: bool, with_model: bool) -> list[str]:
     model_client = httpx.AsyncClient(transport=httpx.MockTransport(_completion))
     app = create_app(settings, http_client=model_client)
     recorder = PathRecorder()
+    # Worker threads too (the CPU work on a plan runs off the event loop): every thread
+    # started from here on carries the recorder, which counts only while `active`.
+    threading.setprofile(recorder)
     async with app.router.lifespan_context(app) as state:
 
         async def served(scope: Any, receive: Any, send: Any) -> None:
@@ -137,11 +146,14 @@ async def one_request(stream: bool, with_model: bool) -> list[str]:
             # One request first, so that lazy set-up (imports, caches) is not on the path.
             await client.post("/plan", json={"goal": "Warm the path up"}, headers=headers)
             sys.setprofile(recorder)
+            recorder.active = True
             try:
                 response = await client.post("/plan", json={"goal": GOAL}, headers=headers)
             finally:
+                recorder.active = False
                 sys.setprofile(None)
             response.raise_for_status()
+    threading.setprofile(None)
     await model_client.aclose()
     return recorder.calls
 
