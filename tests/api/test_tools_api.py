@@ -278,3 +278,12 @@ async def test_a_tool_plan_is_replanned_and_expanded_over_the_same_tools() -> No
         assert all(
             step["required_arm"] != "judge" for step in expanded.json()["plan"]
         )  # no built-in agent slipped into a tool plan
+
+
+async def test_a_hierarchical_plan_over_the_request_tools_uses_only_them() -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post(
+            "/plan", json={"goal": GOAL, "tools": MOVIE_TOOLS, "strategy": "hierarchical"}
+        )
+    assert response.status_code == 200, response.text
+    assert {step["required_arm"] for step in response.json()["plan"]} <= TOOL_IDS

@@ -45,6 +45,13 @@ class HierarchicalPlanner(ModelPlanner):
 
     async def plan(self, job: PlanJob) -> PlanResponse:
         """The hierarchical plan; PlanningFailed only with the fallback off."""
+        planner = self.for_request(job.request)
+        if planner is not self:  # the request's own tools: phases and sub-plans over them
+            subplans = self.subplans.for_request(job.request)
+            return await replace(planner, subplans=subplans)._plan(job)
+        return await self._plan(job)
+
+    async def _plan(self, job: PlanJob) -> PlanResponse:
         request, deadline = job.request, job.deadline
         spend = Spend()
         # The phases are not the plan a streamed answer shows: nobody watches them.
