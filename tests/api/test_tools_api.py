@@ -287,3 +287,19 @@ async def test_a_hierarchical_plan_over_the_request_tools_uses_only_them() -> No
         )
     assert response.status_code == 200, response.text
     assert {step["required_arm"] for step in response.json()["plan"]} <= TOOL_IDS
+
+
+async def test_a_server_that_takes_a_schema_is_held_to_the_listed_tools(
+    chat_route: respx.Route,
+) -> None:
+    chat_route.return_value = answer(
+        {"plan": [{"step": 1, "tool": "search_movie", "action": "find it", "depends_on": []}]}
+    )
+    settings = make_settings(model={"response_format": "json_schema"})
+    async with running_app(settings) as client:
+        response = await client.post("/plan", json={"goal": GOAL, "tools": MOVIE_TOOLS})
+    assert response.status_code == 200, response.text
+    sent = json.loads(chat_route.calls[0].request.content)["response_format"]
+    assert sent["type"] == "json_schema"
+    step = sent["json_schema"]["schema"]["properties"]["plan"]["items"]
+    assert sorted(step["properties"]["tool"]["enum"]) == sorted(TOOL_IDS)

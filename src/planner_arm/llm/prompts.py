@@ -105,6 +105,28 @@ def plan_json_schema(arm_ids: Sequence[str], planning: PlanningSettings) -> dict
     }
 
 
+def tools_json_schema(tool_ids: Sequence[str]) -> dict[str, Any]:
+    """A tool plan's answer schema: the `tool` of each step one of `tool_ids` (the tools the
+    prompt lists), for servers that accept `response_format: json_schema`."""
+    step = {
+        "type": "object",
+        "properties": {
+            "step": {"type": "integer"},
+            "tool": {"type": "string", "enum": list(tool_ids)},
+            "action": {"type": "string"},
+            "depends_on": {"type": "array", "items": {"type": "integer"}},
+        },
+        "required": ["step", "tool", "action", "depends_on"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"plan": {"type": "array", "items": step}},
+        "required": ["plan"],
+        "additionalProperties": False,
+    }
+
+
 def system_prompt(arms: Sequence[ArmSpec], planning: PlanningSettings) -> str:
     """Rules, the arm registry and the exact answer shape. Built once per planner."""
     arm_lines = "\n".join(

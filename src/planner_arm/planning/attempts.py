@@ -517,6 +517,8 @@ class ModelPlanner:
     toolboxes: Toolboxes | None = None
     # The worked examples shown with this request (a tool plan's), most similar first.
     worked: tuple[WorkedExample, ...] = ()
+    # The answer's schema where the server takes one (a tool plan's: its listed tools).
+    answer_schema: AnswerSchema | None = None
 
     def for_request(self, request: PlanRequest) -> Self:
         """This planner for `request`'s own tools, or for its shortlist of a large tool set;
@@ -525,13 +527,16 @@ class ModelPlanner:
             return self
         box = self.toolboxes.for_request(request)
         worked = tuple(box.examples_for(request))
-        if box is self.toolboxes.configured and not box.shortlists and not worked:
+        tools = box.resolver.index is not None
+        if box is self.toolboxes.configured and not tools and not worked:
             return self
+        listed = box.listed(request)
         changes: dict[str, Any] = {
             "rules": box.rules,
             "resolver": box.resolver,
-            "system_prompt": box.prompt_for(request),
+            "system_prompt": box.prompt_for(listed),
             "worked": worked,
+            "answer_schema": box.answer_schema(listed),
         }
         if "rule_based" in {item.name for item in fields(self)}:
             changes["rule_based"] = box.rule_based

@@ -95,7 +95,11 @@ class FlatPlanner(ModelPlanner):
         # A tool plan is judged by its tools and links; the constraint checks are the agents'.
         checks = quality if self.rules.profile == "agents" else None
         return Question(
-            initial_messages(self.system_prompt, user), read, quality=checks, noted=_noted
+            initial_messages(self.system_prompt, user),
+            read,
+            answer_schema=self.answer_schema,
+            quality=checks,
+            noted=_noted,
         )
 
 

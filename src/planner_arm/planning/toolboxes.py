@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from planner_arm.config import ArmSpec, PlanningSettings, Settings, WorkedExample
-from planner_arm.llm.prompts import system_prompt, tools_system_prompt
+from planner_arm.llm.client import AnswerSchema
+from planner_arm.llm.prompts import system_prompt, tools_json_schema, tools_system_prompt
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.plan.tool_index import ExampleIndex
@@ -57,17 +58,29 @@ class Toolbox:
         more = self.examples.similar(request.goal, ids, self.example_count - len(found), left)
         return [*found, *more]
 
-    def prompt_for(self, request: PlanRequest) -> str:
-        """The system prompt for `request`: every arm, or the tools relevant to it."""
+    def listed(self, request: PlanRequest) -> tuple[ArmSpec, ...]:
+        """The arms the prompt lists for `request`: all, or the tools relevant to it."""
         index = self.resolver.index
         if index is None or not self.shortlists:
-            return self.system_prompt
+            return self.arms
         text = " ".join(
             [request.goal, *request.constraints, json.dumps(request.context, default=str)]
         )
         kept = set(index.shortlist(text, self.shortlist_size))
-        arms = [arm for arm in self.arms if arm.id in kept]
-        return tools_system_prompt(arms, self.rules.min_steps, self.rules.max_steps)
+        return tuple(arm for arm in self.arms if arm.id in kept)
+
+    def prompt_for(self, listed: tuple[ArmSpec, ...]) -> str:
+        """The system prompt listing `listed` (the one built once when it is every arm)."""
+        if listed == self.arms:
+            return self.system_prompt
+        return tools_system_prompt(listed, self.rules.min_steps, self.rules.max_steps)
+
+    def answer_schema(self, listed: tuple[ArmSpec, ...]) -> AnswerSchema | None:
+        """A tool plan's answer schema, its tools those listed; None for the agents' plans
+        (the client's own plan schema applies)."""
+        if self.resolver.index is None:
+            return None
+        return AnswerSchema("tool_plan", tools_json_schema([arm.id for arm in listed]))
 
 
 def build_toolbox(
