@@ -157,14 +157,17 @@ async def test_every_limit_in_force_is_in_the_schema() -> None:
     assert request["request_id"]["anyOf"][0]["maxLength"] == 128
 
 
-async def test_required_arm_names_the_configured_arms() -> None:
+async def test_required_arm_names_the_configured_arms_and_allows_a_requests_tools() -> None:
     arms = [
         {"id": "scout", "capabilities": ["search"], "description": "Finds things"},
         {"id": "judge", "capabilities": ["review"], "description": "Checks the work"},
     ]
     document = await openapi(arms=arms)
     step = document["components"]["schemas"]["PlanStep"]["properties"]["required_arm"]
-    assert step["enum"] == ["scout", "judge"]
+    assert step["examples"] == ["scout", "judge"]
+    assert "scout, judge" in step["description"]
+    # A request's own tools are as valid: no enum may refuse them.
+    assert "enum" not in step
 
 
 @pytest.mark.parametrize(

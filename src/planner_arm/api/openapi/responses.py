@@ -4,7 +4,7 @@ each operation reads, the API-key security schemes, and the arms of this app.
 `header_parameter` declares a header an operation reads; `operation_extra` attaches headers
 (and the security requirement) to a route; the `*_RESPONSES` tables give each endpoint's
 statuses. `customise_openapi` adds what depends on the app's settings: the security schemes
-and the enum of configured arms.
+and the configured arms (a step's `required_arm`).
 """
 
 from __future__ import annotations
@@ -235,7 +235,8 @@ def customise_openapi(
     openapi: Callable[[], dict[str, Any]], arm_ids: list[str]
 ) -> Callable[[], dict[str, Any]]:
     """Wraps an app's `openapi()`: adds the security schemes, and names the configured arms
-    as the only values of a step's `required_arm` (every plan answered keeps to them)."""
+    as a step's `required_arm` (a request that brings its own `tools` plans over those
+    instead, so they are examples, not an enum)."""
     done = False
 
     def document() -> dict[str, Any]:
@@ -245,7 +246,11 @@ def customise_openapi(
             components = schema.setdefault("components", {})
             components.setdefault("securitySchemes", {}).update(SECURITY_SCHEMES)
             step = components["schemas"]["PlanStep"]["properties"]["required_arm"]
-            step["enum"] = list(arm_ids)
+            step["examples"] = list(arm_ids)
+            step["description"] = (
+                "Which arm executes this: one of the configured arms, or of the request's "
+                f"own `tools` when it brings them (configured: {', '.join(arm_ids)})"
+            )
             done = True
         return schema
 
