@@ -9,12 +9,13 @@ checks and the OpenAPI schema say the same.
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from planner_arm.limits import ArmSpec, LimitsSettings, WorkedExample
-from planner_arm.plan.tools import ToolItem, arm_specs
+from planner_arm.plan.tools import ToolItem, arm_specs, tool_set_key
 
 
 def context_depth_exceeds(value: Any, limit: int) -> bool:
@@ -200,9 +201,14 @@ class PlanRequest(BaseModel):
         arm_specs(tools)  # a repeated id is refused here
         return tools
 
-    def tool_specs(self) -> list[ArmSpec] | None:
-        """The request's tools as arms, or None to plan over the configured arms."""
-        return None if self.tools is None else arm_specs(self.tools)
+    @cached_property
+    def tool_set(self) -> tuple[str, list[ArmSpec]] | None:
+        """The request's tools as arms with the digest of their content, made once per
+        request (every strategy and the stream look them up); None for the configured arms."""
+        if self.tools is None:
+            return None
+        specs = arm_specs(self.tools)
+        return tool_set_key(specs), specs
 
     @field_validator("goal")
     @classmethod

@@ -20,7 +20,6 @@ from planner_arm.llm.prompts import system_prompt, tools_json_schema, tools_syst
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.plan.tool_index import ExampleIndex
-from planner_arm.plan.tools import tool_set_key
 from planner_arm.plan.validation import PlanRules, profile_of
 from planner_arm.rules.planner import RuleBasedPlanner
 
@@ -137,10 +136,9 @@ class Toolboxes:
         self._kept: OrderedDict[str, Toolbox] = OrderedDict()
 
     def for_request(self, request: PlanRequest) -> Toolbox:
-        specs = request.tool_specs()
-        if specs is None:
+        if request.tool_set is None:
             return self.configured
-        key = tool_set_key(specs)
+        key, specs = request.tool_set
         box = self._kept.get(key)
         if box is None:
             box = build_toolbox(specs, {}, self._planning, self._confidence, self._examples)
