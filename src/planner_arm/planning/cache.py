@@ -1,7 +1,8 @@
 """Identical requests answered once: a TTL cache of model plans, and single flight.
 
-Identical means the same goal, constraints and context (white space folded) under the same
-models, prompt and planning settings. Only model plans are cached: a fallback plan is what
+Identical means the same goal, constraints and context (white space folded), the same tools
+and worked examples, under the same models, prompt, planning settings (the profile among them)
+and configured examples. Only model plans are cached: a fallback plan is what
 the service says when the model failed, and the next request should try the model again.
 Concurrent identical requests share the one planning task of the first (single flight), so ten
 at once cost one LLM call. Entries and shared runs are the caller's own: a principal is never
@@ -37,9 +38,10 @@ def _fold(text: str) -> str:
 
 
 def settings_fingerprint(settings: Settings) -> str:
-    """What changes a plan besides the request: models, prompt, planning rules, arms."""
+    """What changes a plan besides the request: models, prompt, planning rules (the profile
+    among them), arms and the configured worked examples."""
     relevant = settings.model_dump(
-        mode="json", include={"model", "planning", "arms", "arm_aliases", "retry"}
+        mode="json", include={"model", "planning", "arms", "arm_aliases", "retry", "examples"}
     )
     relevant["prompt_version"] = PROMPT_VERSION
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
@@ -54,8 +56,13 @@ def request_key(request: PlanRequest, fingerprint: str) -> str:
         [_fold(c) for c in request.constraints],
         request.context,
     ]
-    if request.budget is not None:  # appended only when given: other requests keep their key
+    # Each part below is appended only when given, so requests without it keep their key.
+    if request.budget is not None:
         material.append(request.budget.model_dump(mode="json"))
+    if request.tool_set is not None:  # the tools a plan is over: their content's digest
+        material.append({"tools": request.tool_set[0]})
+    if request.examples:
+        material.append({"examples": [ex.model_dump(mode="json") for ex in request.examples]})
     depth: dict[str, Any] = {"strategy": request.strategy, "specialize": request.specialize}
     if request.strategy == "hierarchical":
         depth["max_depth"] = request.max_depth
