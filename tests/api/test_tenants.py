@@ -192,3 +192,41 @@ async def test_no_key_reaches_the_metrics_or_the_logs(
     text = metrics + logs
     for secret in (KEY_A, KEY_B, "wrong-key-0123"):
         assert secret not in text
+
+
+async def test_two_flooding_callers_within_their_caps_leave_a_third_its_plans_and_keys(
+    fake_clock: FakeClock,
+) -> None:
+    key_c = "key-c-0123456789abcdef"
+    c = {"X-API-Key": key_c}
+    settings = make_settings(
+        llm=False,
+        auth={"api_keys": [KEY_A, KEY_B, key_c]},
+        # Each caller may hold two thirds of the process-wide bound of each kind.
+        store={"max_bytes": 128 * 1024},
+        tenants={"max_plan_bytes": 85 * 1024, "max_idempotency_bytes": 85 * 1024},
+    )
+    async with running_app(settings, fake_clock) as client:
+        plan_ids, keyed = [], []
+        for n in range(5):  # about 30 KB of plans: within a third of the bound
+            body = {"goal": f"Migrate billing service number {n} to the new ledger"}
+            plan_ids.append((await client.post("/plan", json=body, headers=c)).json()["plan_id"])
+            headers = {**c, "Idempotency-Key": f"retry-{n}"}
+            keyed.append((await client.post("/plan", json=body, headers=headers)).json())
+        for n in range(150):  # within their rate (a request a second) and their caps
+            fake_clock.time += 1
+            for flooder in (A, B):
+                body = {"goal": f"Audit the access logs of region {n} for anomalies"}
+                headers = {**flooder, "Idempotency-Key": f"flood-{n}"}
+                flooded = await client.post("/plan", json=body, headers=headers)
+                assert flooded.status_code in (200, 429)
+        found = [
+            (await client.get(f"/plan/{plan_id}", headers=c)).status_code for plan_id in plan_ids
+        ]
+        replays = []
+        for n in range(5):
+            body = {"goal": f"Migrate billing service number {n} to the new ledger"}
+            headers = {**c, "Idempotency-Key": f"retry-{n}"}
+            replays.append((await client.post("/plan", json=body, headers=headers)).json())
+    assert found == [200] * 5
+    assert [r["plan_id"] for r in replays] == [k["plan_id"] for k in keyed]
