@@ -15,6 +15,7 @@ pushes out the owner's own oldest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -336,7 +337,9 @@ class MemoryStore:
             if not isinstance(outcome, InProgress) or deadline.expired:
                 return outcome
             settled = self._settled.setdefault(name, asyncio.Event())
-            await self._settled_or_slept(settled, min(self._poll, deadline.remaining()))
+            # Woken when the key is settled; else it looks at its deadline on the clock again.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(settled.wait(), min(self._poll, deadline.remaining()))
 
     async def complete(
         self, claim: Claimed, response: JSONObject, ttl: float | None = None
@@ -397,16 +400,6 @@ class MemoryStore:
         first = plans.first_expiry(owner.id)
         now = self._clock.now()
         raise quota_exceeded("plan", cap, max(1.0, (first or now + self._ttl) - now))
-
-    async def _settled_or_slept(self, settled: asyncio.Event, seconds: float) -> None:
-        """Until the key is settled or `seconds` pass on the clock, whichever comes first."""
-        woken = asyncio.ensure_future(settled.wait())
-        slept = asyncio.ensure_future(self._clock.sleep(seconds))
-        try:
-            await asyncio.wait((woken, slept), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            woken.cancel()
-            slept.cancel()
 
     def _wake(self, name: str) -> None:
         event = self._settled.pop(name, None)
