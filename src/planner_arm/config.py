@@ -159,6 +159,10 @@ class ConnectionSettings(Section):
     # A request waits at most this long (and never past its deadline) for a free call slot;
     # then the fallback answers instead of a queue that grows without end.
     queue_timeout_seconds: float = Field(1.0, ge=0, le=60)
+    # The slots are shared fairly among the principals that want them; a principal may take
+    # idle slots past its share, but never these last ones, so another principal finds a
+    # free slot at once. Applied with API keys configured; at most max_in_flight - 1.
+    reserved_slots: int = Field(8, ge=0, le=10_000)
 
 
 class CircuitSettings(Section):
@@ -225,8 +229,14 @@ class TenantSettings(Section):
     requests_per_second: float = Field(20.0, ge=0, le=100_000)
     # Requests a principal may send at once above its rate.
     burst: int = Field(40, ge=1, le=100_000)
-    # Bytes of stored plans (their JSON) a principal may hold; 0 turns the cap off.
+    # Bytes (UTF-8) of stored plans' JSON a principal may hold; past it a plan is refused
+    # (429). 0 turns the cap off.
     max_plan_bytes: int = Field(16 * 1024 * 1024, ge=0, le=1024**4)
+    # Bytes of idempotency records (the answers kept for its keys) a principal may hold; past
+    # it its own oldest answers go. 0 turns the cap off.
+    max_idempotency_bytes: int = Field(4 * 1024 * 1024, ge=0, le=1024**4)
+    # Bytes of plan cache entries a principal may hold; past it its own oldest go. 0: off.
+    max_cache_bytes: int = Field(2 * 1024 * 1024, ge=0, le=1024**4)
 
 
 class StoreSettings(Section):

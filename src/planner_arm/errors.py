@@ -12,7 +12,8 @@
     │   ├── PlanNotFound              no stored plan has this id
     │   ├── IdempotencyKeyReused      the key was used with another body
     │   ├── InvalidIdempotencyKey     an Idempotency-Key that breaks the rules
-    │   ├── IdempotencyInProgress     the key's first request is still planning
+    │   ├── IdempotencyInProgress     409 with `retry_after`: the key's first request is
+    │   │                             still planning when this one's deadline comes
     │   └── TooManyRequests           429 with `retry_after`: `rate_limited` (the caller's
     │                                 request rate) or `tenant_quota_exceeded` (plan bytes held)
     ├── NotReady                      starting (`not_ready`) or draining (`shutting_down`)
@@ -201,8 +202,15 @@ class InvalidIdempotencyKey(RequestRejected):
 
 
 class IdempotencyInProgress(RequestRejected):
+    """409: the key's first request is still planning when this one's deadline came;
+    `retry_after`: seconds until a retry is likely to get its answer."""
+
     code = "idempotency_in_progress"
     http_status = 409
+
+    def __init__(self, detail: str, *, retry_after: float) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
 
 
 class TooManyRequests(RequestRejected):

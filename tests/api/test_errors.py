@@ -103,6 +103,35 @@ async def test_retry_after_on_deadline_and_on_an_open_circuit(
     assert unavailable.headers["retry-after"] == "43"  # the circuit's cooldown, whole seconds
 
 
+async def test_retry_after_on_a_key_still_in_progress(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        arrived.set()
+        await release.wait()
+        return answer(good_plan())
+
+    chat_route.side_effect = held
+    keyed = {"Idempotency-Key": "k-1"}
+    async with running_app(make_settings(), fake_clock) as client:
+        first = asyncio.create_task(client.post("/plan", json=GOAL, headers=keyed))
+        await arrived.wait()
+        second = asyncio.create_task(client.post("/plan", json=GOAL, headers=keyed))
+        for _ in range(100):  # time passes for the waiting one, until its deadline (10 s)
+            fake_clock.time += 1
+            done, _ = await asyncio.wait({second}, timeout=0.1)
+            if done:
+                break
+        waited = await second
+        release.set()
+        answered = await first
+    assert answered.status_code == 200
+    assert_error_body(waited, 409, "idempotency_in_progress")
+    assert int(waited.headers["retry-after"]) >= 1
+
+
 async def test_retry_after_on_504(chat_route: respx.Route) -> None:
     async def hang(request: httpx.Request) -> httpx.Response:
         await asyncio.Event().wait()

@@ -1,7 +1,8 @@
 """A frozen Redis (SIGSTOP: it keeps its socket and answers nothing) never holds an answer past
 the request's deadline: store operations run within the time the request has left, and after
 a failure the store is skipped for `store.down_seconds`, so GET /plan/{id} answers 503 at once
-and /health says the store is degraded. A real redis-server, the app in process, real time."""
+and /health says the store is degraded; a full Redis (noeviction) is a warning on the answer,
+never an error. A real redis-server, the app in process, real time."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from support.app import make_settings, running_app
 from support.redis_server import RedisServer
@@ -95,3 +97,22 @@ async def test_health_shows_the_eviction_policy_redis_reports(tmp_path: Path) ->
     assert (told["store"], told["store_eviction_policy"]) == ("redis", "volatile-lru")
     assert (refused["store"], refused["store_eviction_policy"]) == ("redis", "unknown")
     assert (in_memory["store"], in_memory["store_eviction_policy"]) == ("memory", None)
+
+
+async def test_a_full_redis_is_a_warning_on_the_answer_not_an_error(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path, "--maxmemory-policy", "noeviction").start()
+    try:
+        settings = make_settings(llm=False, store={"url": server.url})
+        async with running_app(settings) as client:
+            kept = (await client.post("/plan", json=GOAL)).json()
+            with redis.Redis(port=server.port, socket_timeout=5) as raw:
+                used = int(raw.info("memory")["used_memory"])
+                raw.config_set("maxmemory", used // 2)  # full: every write is refused
+            keyed = await client.post("/plan", json=GOAL, headers={"Idempotency-Key": "k-1"})
+            found = await client.get(f"/plan/{kept['plan_id']}")
+    finally:
+        server.stop()
+    assert keyed.status_code == 200
+    warnings = {warning["code"] for warning in keyed.json()["metadata"]["warnings"]}
+    assert {"plan_not_stored", "idempotency_not_kept"} <= warnings
+    assert found.status_code == 200  # reads still work

@@ -5,8 +5,10 @@ reaches /metrics or the logs. In process, on memory and on a real redis-server."
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import httpx
 import pytest
 import respx
 
@@ -192,3 +194,103 @@ async def test_no_key_reaches_the_metrics_or_the_logs(
     text = metrics + logs
     for secret in (KEY_A, KEY_B, "wrong-key-0123"):
         assert secret not in text
+
+
+async def test_two_flooding_callers_within_their_caps_leave_a_third_its_plans_and_keys(
+    fake_clock: FakeClock,
+) -> None:
+    key_c = "key-c-0123456789abcdef"
+    c = {"X-API-Key": key_c}
+    settings = make_settings(
+        llm=False,
+        auth={"api_keys": [KEY_A, KEY_B, key_c]},
+        # Each caller may hold two thirds of the process-wide bound of each kind.
+        store={"max_bytes": 128 * 1024},
+        tenants={"max_plan_bytes": 85 * 1024, "max_idempotency_bytes": 85 * 1024},
+    )
+    async with running_app(settings, fake_clock) as client:
+        plan_ids, keyed = [], []
+        for n in range(5):  # about 30 KB of plans: within a third of the bound
+            body = {"goal": f"Migrate billing service number {n} to the new ledger"}
+            plan_ids.append((await client.post("/plan", json=body, headers=c)).json()["plan_id"])
+            headers = {**c, "Idempotency-Key": f"retry-{n}"}
+            keyed.append((await client.post("/plan", json=body, headers=headers)).json())
+        for n in range(150):  # within their rate (a request a second) and their caps
+            fake_clock.time += 1
+            for flooder in (A, B):
+                body = {"goal": f"Audit the access logs of region {n} for anomalies"}
+                headers = {**flooder, "Idempotency-Key": f"flood-{n}"}
+                flooded = await client.post("/plan", json=body, headers=headers)
+                assert flooded.status_code in (200, 429)
+        found = [
+            (await client.get(f"/plan/{plan_id}", headers=c)).status_code for plan_id in plan_ids
+        ]
+        replays = []
+        for n in range(5):
+            body = {"goal": f"Migrate billing service number {n} to the new ledger"}
+            headers = {**c, "Idempotency-Key": f"retry-{n}"}
+            replays.append((await client.post("/plan", json=body, headers=headers)).json())
+    assert found == [200] * 5
+    assert [r["plan_id"] for r in replays] == [k["plan_id"] for k in keyed]
+
+
+async def test_a_caller_holding_its_model_slots_leaves_another_a_model_plan(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    release, both_held = asyncio.Event(), asyncio.Event()
+    held = 0
+
+    async def respond(request: httpx.Request) -> httpx.Response:
+        nonlocal held
+        if "slow tenant" in request.content.decode():
+            held += 1
+            if held == 2:
+                both_held.set()
+            await release.wait()
+        return answer(good_plan())
+
+    chat_route.side_effect = respond
+    settings = make_settings(
+        auth={"api_keys": [KEY_A, KEY_B]},
+        connection={"max_in_flight": 3, "reserved_slots": 1, "queue_timeout_seconds": 0},
+    )
+    async with running_app(settings, fake_clock) as client:
+        slow = [
+            asyncio.create_task(
+                client.post("/plan", json={"goal": f"Report {n} for the slow tenant"}, headers=A)
+            )
+            for n in range(3)
+        ]
+        await asyncio.wait_for(both_held.wait(), 10)  # A's two calls hold their slots
+        other = await client.post("/plan", json=GOAL, headers=B)
+        release.set()
+        answers = [(await task).json() for task in slow]
+    assert other.status_code == 200
+    assert other.json()["metadata"]["source"] == "llm"  # not `saturated`
+    sources = sorted(body["metadata"]["source"] for body in answers)
+    assert sources == ["fallback", "llm", "llm"]  # A's third found no slot of its own
+
+
+async def test_one_callers_requests_cut_off_by_the_deadline_leave_the_model_to_another(
+    chat_route: respx.Route,
+) -> None:
+    async def respond(request: httpx.Request) -> httpx.Response:
+        if "slow tenant" in request.content.decode():
+            await asyncio.Event().wait()  # its requests are too much for the model in time
+        return answer(good_plan())
+
+    chat_route.side_effect = respond
+    settings = make_settings(
+        auth={"api_keys": [KEY_A, KEY_B]},
+        planning={"timeout_seconds": 0.3},
+        circuit={"consecutive_failures": 5},
+    )
+    async with running_app(settings) as client:
+        for n in range(6):
+            body = {"goal": f"Report {n} for the slow tenant"}
+            slow = await client.post("/plan", json=body, headers=A)
+            assert slow.json()["metadata"]["source"] == "fallback"
+        other = await client.post("/plan", json=GOAL, headers=B)
+        health = (await client.get("/health")).json()
+    assert other.json()["metadata"]["source"] == "llm"
+    assert health["circuits"] == {"gpt-3.5-turbo": "closed"}

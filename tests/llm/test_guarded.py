@@ -1,5 +1,7 @@
-"""GuardedLLM: a call cut off by the request's deadline counts against its model, and the
-circuit gauge shows what /health shows."""
+"""GuardedLLM: a call that runs out its own time budget counts against its model, one the
+request's deadline cut off (or whose caller left) does not, so one caller's slow requests
+never close the model for another; the call slots are shared fairly among principals; and
+the circuit gauge shows what /health shows."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from planner_arm.llm.client import LLMClient
 from planner_arm.llm.guarded import GuardedLLM
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.budget import Spend
-from support.app import FakeClock, make_settings
+from support.app import FakeClock, answer, good_plan, make_settings
 
 MODEL = "gpt-3.5-turbo"
 MESSAGES = [{"role": "user", "content": "plan"}]
@@ -30,8 +32,13 @@ def sample(metrics: PlannerMetrics, name: str, **labels: str) -> float | None:
     return None
 
 
-def guarded(clock: FakeClock, **circuit: object) -> tuple[GuardedLLM, PlannerMetrics]:
-    settings = make_settings(circuit={"consecutive_failures": 1, **circuit})
+def guarded(
+    clock: FakeClock, *, call_timeout: float = 30, **circuit: object
+) -> tuple[GuardedLLM, PlannerMetrics]:
+    settings = make_settings(
+        circuit={"consecutive_failures": 1, **circuit},
+        model={"call_timeout_seconds": call_timeout},
+    )
     metrics = PlannerMetrics("t", "t")
     llm = LLMClient(settings, httpx.AsyncClient())
     return GuardedLLM(llm, settings, metrics, clock.as_clock()), metrics
@@ -52,7 +59,9 @@ async def hung_call(
     chat_route.side_effect = hang
     deadline = Deadline(10, fake_clock.as_clock())
     call = asyncio.create_task(
-        guard.call(MODEL, MESSAGES, deadline, Spend(), seconds=9.9, min_call_seconds=0.05)
+        guard.call(
+            MODEL, MESSAGES, deadline, Spend(), owner="a", seconds=9.9, min_call_seconds=0.05
+        )
     )
     await arrived.wait()
     call.cancel()
@@ -60,11 +69,52 @@ async def hung_call(
         await call
 
 
-async def test_a_call_cut_off_by_the_deadline_is_a_timeout_of_the_model(
+async def test_a_call_cut_off_by_the_deadline_is_no_verdict_on_the_model(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     guard, metrics = guarded(fake_clock)
     await hung_call(chat_route, fake_clock, guard, passes=10)
+    assert sample(metrics, "planner_llm_calls_total", model=MODEL, outcome="deadline") == 1
+    assert sample(metrics, "planner_llm_calls_total", model=MODEL, outcome="timeout") is None
+    assert guard.circuits() == {MODEL: "closed"}
+
+
+async def timed_out(guard: GuardedLLM, clock: FakeClock, owner: str, seconds: float) -> None:
+    """One call of `seconds` whose model gave no answer in its time."""
+    deadline = Deadline(10, clock.as_clock())
+    with pytest.raises(LLMTransientError) as failed:
+        await guard.call(
+            MODEL, MESSAGES, deadline, Spend(), owner=owner, seconds=seconds, min_call_seconds=0.05
+        )
+    assert failed.value.code == "timeout"
+
+
+async def test_deadline_cut_calls_of_one_caller_leave_the_model_to_another(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    guard, metrics = guarded(fake_clock, consecutive_failures=5)
+    chat_route.side_effect = httpx.ReadTimeout("no answer")
+    for _ in range(6):  # each had 2 s the request's deadline left it, less than its own 30 s
+        await timed_out(guard, fake_clock, "slow-tenant", seconds=2)
+    assert guard.circuits() == {MODEL: "closed"}
+    assert sample(metrics, "planner_llm_calls_total", model=MODEL, outcome="deadline") == 6
+    chat_route.side_effect = None
+    chat_route.return_value = answer(good_plan())
+    deadline = Deadline(10, fake_clock.as_clock())
+    completion = await guard.call(
+        MODEL, MESSAGES, deadline, Spend(), owner="other", seconds=2, min_call_seconds=0.05
+    )
+    assert completion.content
+
+
+async def test_a_call_that_runs_out_its_own_budget_counts_against_the_model(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    guard, metrics = guarded(fake_clock, call_timeout=2)
+    chat_route.side_effect = httpx.ReadTimeout("no answer")
+    await timed_out(
+        guard, fake_clock, "a", seconds=2
+    )  # its whole own budget, well within the deadline
     assert sample(metrics, "planner_llm_calls_total", model=MODEL, outcome="timeout") == 1
     assert guard.circuits() == {MODEL: "open"}
 
@@ -85,7 +135,9 @@ async def test_the_circuit_gauge_shows_what_health_shows(
     chat_route.return_value = httpx.Response(503, json={})
     deadline = Deadline(10, fake_clock.as_clock())
     with pytest.raises(LLMTransientError):
-        await guard.call(MODEL, MESSAGES, deadline, Spend(), seconds=5, min_call_seconds=0.05)
+        await guard.call(
+            MODEL, MESSAGES, deadline, Spend(), owner="a", seconds=5, min_call_seconds=0.05
+        )
     assert guard.circuits() == {MODEL: "open"}
     assert sample(metrics, "planner_llm_circuit_state", model=MODEL) == 2
     fake_clock.time += 30  # cooled down: the next call would be the probe

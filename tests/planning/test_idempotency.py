@@ -16,6 +16,7 @@ import redis
 import respx
 from structlog.testing import capture_logs
 
+from planner_arm.errors import IdempotencyInProgress
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.planning.idempotency import CLAIM_MARGIN_SECONDS, key_hash
 from support.app import FakeClock, answer, good_plan
@@ -138,3 +139,39 @@ async def test_a_keyed_caller_that_goes_away_still_leaves_the_answer_for_its_ret
     assert chat_route.call_count == 1
     assert retried.metadata.source == "llm"
     assert retried.request_id == "retry"
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "redis"])
+async def test_a_request_waiting_on_anothers_key_answers_within_its_own_deadline(
+    chat_route: respx.Route, fake_clock: FakeClock, request: pytest.FixtureRequest, store_kind: str
+) -> None:
+    respond, arrived, release = first_call_held()
+    chat_route.side_effect = respond
+    store = {"url": request.getfixturevalue("redis_url")} if store_kind == "redis" else {}
+    timeout = 2.0  # the first one's lease is timeout + 5 s: 7 s
+    first = make_service(fake_clock, store=store, planning={"timeout_seconds": timeout})
+    waiter = first
+    if store_kind == "redis":  # another replica on the same Redis
+        waiter = make_service(fake_clock, store=store, planning={"timeout_seconds": timeout})
+    slow = asyncio.create_task(
+        first.plans.plan(REQUEST, "first", use_cache=False, idempotency_key="k-1")
+    )
+    await arrived.wait()
+    started = fake_clock.time
+    waiting = asyncio.create_task(
+        waiter.plans.plan(REQUEST, "waiting", use_cache=False, idempotency_key="k-1")
+    )
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not waiting.done()  # it waits for the first one's answer
+    fake_clock.time += timeout + 0.3  # past its own deadline; far from the first one's lease
+    with pytest.raises(IdempotencyInProgress) as in_progress:
+        await asyncio.wait_for(waiting, 5)  # bounded: a waiter on the lease fails, not hangs
+    assert fake_clock.time - started < timeout + 1.5
+    release.set()
+    answered = await slow
+    assert in_progress.value.http_status == 409
+    assert in_progress.value.retry_after >= 1
+    retried = await waiter.plans.plan(REQUEST, "retry", use_cache=False, idempotency_key="k-1")
+    assert retried.plan_id == answered.plan_id
+    assert chat_route.call_count == 1

@@ -48,14 +48,14 @@ def test_entries_expire_and_the_least_recent_goes_first(fake_clock: FakeClock) -
 
     cache = PlanCache(ttl=300, max_entries=2, clock=fake_clock.as_clock())
     plan = PlanResponse.model_construct()
-    cache.keep("a", plan)
-    cache.keep("b", plan)
-    assert cache.get("a") is plan  # a is now the most recent
-    cache.keep("c", plan)
-    assert cache.get("b") is None
-    assert cache.get("a") is plan
+    cache.keep("owner", "a", plan)
+    cache.keep("owner", "b", plan)
+    assert cache.get("owner", "a") is plan  # a is now the most recent
+    cache.keep("owner", "c", plan)
+    assert cache.get("owner", "b") is None
+    assert cache.get("owner", "a") is plan
     fake_clock.time += 300
-    assert cache.get("a") is None
+    assert cache.get("owner", "a") is None
     assert len(cache) == 1
 
 
@@ -295,3 +295,14 @@ async def test_a_first_caller_that_goes_away_still_fills_the_cache(
     second = await plans.plan(request, "later", use_cache=True)
     assert chat_route.call_count == 1
     assert second.metadata.source == "cache"
+
+
+async def test_a_plan_weighs_its_utf8_bytes_in_the_cache(fake_clock: FakeClock) -> None:
+    service = make_service(fake_clock, llm=False)
+    planned = await service.plans.plan(PlanRequest(**GOAL), "r-1", use_cache=False)
+    response = planned.model_copy(update={"rationale": "Launch \N{ROCKET}" * 50})
+    text = response.model_dump_json()
+    assert "\N{ROCKET}" in text
+    cache = PlanCache(ttl=300, max_entries=10, clock=fake_clock.as_clock(), max_bytes=1 << 20)
+    cache.keep("owner", "k", response)
+    assert cache.held_bytes("owner") == len(text.encode()) > len(text)

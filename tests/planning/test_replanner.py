@@ -18,6 +18,7 @@ from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.wiring import Service
+from planner_arm.store.base import ANONYMOUS
 from support.app import FakeClock, answer, good_plan, make_settings
 from support.factories import make_service, request_deadline
 from support.invariants import assert_valid_plan
@@ -37,7 +38,8 @@ class Replanning:
         self, request: ReplanRequest, previous: PlanResponse, request_id: str
     ) -> PlanResponse:
         deadline = request_deadline(self.service)
-        return await self.service.replanner.replan(request, previous, request_id, deadline)
+        replanner = self.service.replanner
+        return await replanner.replan(request, previous, request_id, deadline, owner=ANONYMOUS.id)
 
 
 def build(clock: FakeClock, llm: bool = True, **overrides: Any) -> Replanning:

@@ -17,6 +17,7 @@ from planner_arm.plan.inputs import check_input, input_schema
 from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanStep
 from planner_arm.planning.specialize import Specializer
 from planner_arm.planning.wiring import Service
+from planner_arm.store.base import ANONYMOUS
 from support.app import FakeClock, answer
 from support.factories import make_service, request_deadline
 
@@ -37,11 +38,14 @@ class Specializing:
         return request_deadline(self.service)
 
     async def specialize(self, *args: Any) -> PlanResponse:
-        return await self.specializer.specialize(*args)
+        return await self.specializer.specialize(*args, owner=ANONYMOUS.id)
 
     async def one_step(self, plan: PlanResponse, number: int, goal: str, request_id: str) -> Any:
         brief = SpecializeBrief(goal)
-        return await self.specializer.one_step(plan, number, brief, request_id, self.deadline())
+        deadline = self.deadline()
+        return await self.specializer.one_step(
+            plan, number, brief, request_id, deadline, owner=ANONYMOUS.id
+        )
 
 
 def build(clock: FakeClock, llm: bool = True, **overrides: Any) -> Specializing:

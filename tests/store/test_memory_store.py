@@ -3,7 +3,10 @@ used records first, each kind of record within its own bound."""
 
 from __future__ import annotations
 
-from planner_arm.store.base import Claimed, InProgress, Principal, Replay
+import contextlib
+
+from planner_arm.errors import TenantQuotaExceeded
+from planner_arm.store.base import Claimed, InProgress, OwnerCaps, Principal, Replay, encode
 from planner_arm.store.memory import MemoryStore
 from support.app import FakeClock
 
@@ -97,7 +100,10 @@ async def test_the_byte_bound_drops_the_oldest_records_first(fake_clock: FakeClo
 
 async def test_plans_that_ran_out_free_their_owners_bytes(fake_clock: FakeClock) -> None:
     store = MemoryStore(
-        ttl_seconds=60, max_entries=100, owner_quota_bytes=2_000, clock=fake_clock.as_clock()
+        ttl_seconds=60,
+        max_entries=100,
+        caps=OwnerCaps(plan_bytes=2_000),
+        clock=fake_clock.as_clock(),
     )
     record = {"text": "x" * 900}
     await store.put_plan(OWNER, "p-1", record)
@@ -105,3 +111,91 @@ async def test_plans_that_ran_out_free_their_owners_bytes(fake_clock: FakeClock)
     fake_clock.time += 60
     await store.put_plan(OWNER, "p-3", record)  # the first two expired: room again
     assert store.held_bytes(OWNER) == len('{"text":"' + "x" * 900 + '"}')
+
+
+A, B, C = Principal(id="tenant-a"), Principal(id="tenant-b"), Principal(id="tenant-c")
+PLAN = {"text": "x" * 900}  # about 912 bytes of JSON
+
+
+def shared_store(clock: FakeClock, **caps: int) -> MemoryStore:
+    """A store of 30,000 bytes of each kind; each owner may hold two thirds of it."""
+    return MemoryStore(
+        ttl_seconds=86_400,
+        max_entries=10_000,
+        max_bytes=30_000,
+        caps=OwnerCaps(**caps),
+        clock=clock.as_clock(),
+    )
+
+
+async def test_two_floods_within_their_caps_leave_a_third_owners_plans(
+    fake_clock: FakeClock,
+) -> None:
+    store = shared_store(fake_clock, plan_bytes=20_000)
+    for n in range(5):
+        await store.put_plan(C, f"c-{n}", PLAN)
+    for n in range(60):  # each flood stays under its cap: its own oldest go, or a 429
+        for flood in (A, B):
+            fake_clock.time += 1
+            with contextlib.suppress(TenantQuotaExceeded):
+                await store.put_plan(flood, f"{flood.id}-{n}", PLAN)
+    assert [await store.get_plan(C, f"c-{n}") for n in range(5)] == [PLAN] * 5
+    # The floods hold what is left of the bound between them, each about its share.
+    assert store.held_bytes(A) + store.held_bytes(B) + store.held_bytes(C) <= 30_000
+    assert min(store.held_bytes(A), store.held_bytes(B)) > 10_000
+
+
+async def test_a_flood_of_keys_leaves_another_owners_answers_to_replay(
+    fake_clock: FakeClock,
+) -> None:
+    store = shared_store(fake_clock)  # no caps at all: the fair share alone protects
+    kept = []
+    for n in range(20):
+        claim = await store.claim(C, f"retry-{n}", "body", lease_seconds=15)
+        assert isinstance(claim, Claimed)
+        await store.complete(claim, {"plan_id": f"c-{n}"})
+        kept.append(claim)
+    for n in range(200):
+        claim = await store.claim(A, f"flood-{n}", "body", lease_seconds=15)
+        assert isinstance(claim, Claimed)
+        await store.complete(claim, {"plan_id": f"a-{n}", "text": "x" * 900})
+    replays = [await store.claim(C, f"retry-{n}", "body", lease_seconds=15) for n in range(20)]
+    assert replays == [Replay({"plan_id": f"c-{n}"}) for n in range(20)]
+    assert store.held_bytes(A, "idempotency") <= 30_000
+
+
+async def test_an_owner_past_its_cap_of_answers_loses_its_own_oldest(
+    fake_clock: FakeClock,
+) -> None:
+    store = shared_store(fake_clock, idempotency_bytes=5_000, cache_bytes=5_000)
+    for n in range(10):
+        claim = await store.claim(A, f"k-{n}", "body", lease_seconds=15)
+        assert isinstance(claim, Claimed)
+        await store.complete(claim, {"plan_id": f"a-{n}", "text": "x" * 900})
+        await store.cache_put(A, f"c-{n}", PLAN, ttl=300)
+    assert store.held_bytes(A, "idempotency") <= 5_000
+    assert store.held_bytes(A, "cache") <= 5_000
+    assert isinstance(await store.claim(A, "k-0", "body", lease_seconds=15), Claimed)
+    assert await store.claim(A, "k-9", "body", lease_seconds=15) == Replay(
+        {"plan_id": "a-9", "text": "x" * 900}
+    )
+    assert await store.cache_get(A, "c-0") is None
+    assert await store.cache_get(A, "c-9") == PLAN
+
+
+async def test_the_entry_bound_is_shared_fairly_too(fake_clock: FakeClock) -> None:
+    store = MemoryStore(ttl_seconds=3600, max_entries=10, clock=fake_clock.as_clock())
+    for n in range(3):
+        await store.cache_put(C, f"c-{n}", {"n": n}, ttl=300)
+    for n in range(50):
+        await store.cache_put(A, f"a-{n}", {"n": n}, ttl=300)
+    assert [await store.cache_get(C, f"c-{n}") for n in range(3)] == [{"n": n} for n in range(3)]
+    assert await store.cache_get(A, "a-49") == {"n": 49}
+    assert await store.cache_get(A, "a-0") is None
+
+
+async def test_a_record_weighs_its_utf8_bytes(fake_clock: FakeClock) -> None:
+    store = make_store(fake_clock)
+    record = {"text": "😀" * 100}  # 100 characters, 400 bytes
+    await store.put_plan(OWNER, "p-1", record)
+    assert store.held_bytes(OWNER) == len(encode(record).encode()) == len(encode(record)) + 300

@@ -69,9 +69,11 @@ async def test_records_are_namespaced_and_expire_by_redis_ttl(
         "planner-arm:plan:a:p-2",
         "planner-arm:cache:a:c-1",
         "planner-arm:idem:a:key-1",
-        # The owner's account of plan bytes: its plan ids by expiry, and their sizes.
+        # The owner's accounts of plan and cache bytes: record ids by expiry, and their sizes.
         "planner-arm:held:a",
         "planner-arm:sizes:a",
+        "planner-arm:cache-held:a",
+        "planner-arm:cache-sizes:a",
     }
     # The store's TTL (24 h by default), the given ones, and the claim's lease.
     assert DAY_MS - 5_000 < raw.pttl("planner-arm:plan:a:p-1") <= DAY_MS
@@ -81,6 +83,9 @@ async def test_records_are_namespaced_and_expire_by_redis_ttl(
     # Once answered, the key lives as long as a plan.
     await store.complete(claim, ANSWER)
     assert DAY_MS - 5_000 < raw.pttl("planner-arm:idem:a:key-1") <= DAY_MS
+    # An answer is accounted to its owner; a claim, small and short-lived, is not.
+    assert raw.zrange("planner-arm:idem-held:a", 0, -1) == ["key-1"]
+    assert DAY_MS - 5_000 < raw.pttl("planner-arm:idem-sizes:a") <= DAY_MS
 
 
 async def test_a_record_redis_expired_is_gone(store: PlanStore, raw: redis.Redis) -> None:

@@ -199,14 +199,19 @@ async def test_a_renewed_claim_is_kept_and_a_lost_one_is_not_renewed(store: Plan
 
 @pytest.fixture(params=["memory", "redis"])
 async def capped(request: pytest.FixtureRequest, fake_clock: FakeClock) -> AsyncIterator[PlanStore]:
-    """A store whose owners may hold 2,000 bytes of plans each (API keys configured)."""
+    """A store whose owners may hold 2,000 bytes of plans, of answers kept for keys and of
+    cache entries each (API keys configured)."""
     store_section: dict[str, Any] = {}
     if request.param == "redis":
         store_section["url"] = request.getfixturevalue("redis_url")
     settings = load_settings(
         store=store_section,
         auth={"api_keys": ["key-a"]},
-        tenants={"max_plan_bytes": 2_000},
+        tenants={
+            "max_plan_bytes": 2_000,
+            "max_idempotency_bytes": 2_000,
+            "max_cache_bytes": 2_000,
+        },
     )
     built = build_store(settings, fake_clock.as_clock())
     yield built
@@ -229,3 +234,44 @@ async def test_an_owner_past_its_cap_of_plan_bytes_is_refused_others_are_not(
     await capped.put_plan(OTHER, "p-3", record)  # another owner has its own cap
     assert await capped.get_plan(OWNER, "p-3") is None
     assert await capped.get_plan(OTHER, "p-3") == record
+
+
+async def test_an_emoji_weighs_its_four_bytes_against_the_cap(capped: PlanStore) -> None:
+    record = {"response": {"text": "\N{GRINNING FACE}" * 450}}  # 474 characters, 1,824 bytes
+    await capped.put_plan(OWNER, "p-1", record)
+    with pytest.raises(TenantQuotaExceeded):
+        await capped.put_plan(OWNER, "p-2", record)
+    assert await capped.get_plan(OWNER, "p-1") == record
+
+
+async def test_past_its_cap_of_answers_an_owner_loses_its_own_oldest_not_anothers(
+    capped: PlanStore,
+) -> None:
+    theirs = await capped.claim(OTHER, "key-1", "body-a", lease_seconds=LEASE)
+    assert isinstance(theirs, Claimed)
+    assert await capped.complete(theirs, {"plan_id": "theirs"}) is True
+    answer = {"plan_id": "mine", "text": "x" * 800}  # about 870 bytes of record each
+    for n in range(6):
+        claim = await capped.claim(OWNER, f"key-{n}", "body-a", lease_seconds=LEASE)
+        assert isinstance(claim, Claimed)
+        assert await capped.complete(claim, answer) is True
+    # Two answers fit in 2,000 bytes: the newest two replay, the oldest are gone (a retry
+    # with them plans again), and the other owner's answer is untouched.
+    assert await capped.claim(OWNER, "key-5", "body-a", lease_seconds=LEASE) == Replay(answer)
+    assert await capped.claim(OWNER, "key-4", "body-a", lease_seconds=LEASE) == Replay(answer)
+    assert isinstance(await capped.claim(OWNER, "key-0", "body-a", lease_seconds=LEASE), Claimed)
+    replayed = await capped.claim(OTHER, "key-1", "body-a", lease_seconds=LEASE)
+    assert replayed == Replay({"plan_id": "theirs"})
+
+
+async def test_past_its_cap_of_cache_entries_an_owner_loses_its_own_oldest_not_anothers(
+    capped: PlanStore,
+) -> None:
+    await capped.cache_put(OTHER, "k", {"plan": "theirs"}, ttl=300)
+    entry = {"plan": "x" * 800}
+    for n in range(6):
+        await capped.cache_put(OWNER, f"k-{n}", entry, ttl=300)
+    assert await capped.cache_get(OWNER, "k-5") == entry
+    assert await capped.cache_get(OWNER, "k-4") == entry
+    assert await capped.cache_get(OWNER, "k-0") is None
+    assert await capped.cache_get(OTHER, "k") == {"plan": "theirs"}

@@ -28,6 +28,7 @@ import functools
 import json
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, TypeAlias
@@ -327,6 +328,9 @@ class StubLLM:
         self.arrived = threading.Event()
         # Set when a client went away while its streamed answer was still being written.
         self.cut_off = threading.Event()
+        # Picks the behaviour by the request's JSON body (None: the script, then the
+        # default), so a benchmark can answer one tenant's prompts unlike another's.
+        self.choose: Callable[[dict[str, Any]], Behaviour | None] | None = None
         self._script: collections.deque[Behaviour] = collections.deque()
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -441,6 +445,9 @@ class StubLLM:
             self.arrived.set()
             if self.record:
                 self.requests.append(body)
+            chosen = self.choose(body) if self.choose is not None else None
+            if chosen is not None:
+                return chosen
             return self._script.popleft() if self._script else self.default
 
     async def _serve_connection(

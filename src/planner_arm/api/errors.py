@@ -4,8 +4,8 @@ own status, in `planner_arm.errors`).
 Every error answer, whoever raises it (a handler, the request-context or body-limit
 middleware, FastAPI's own validation), is built by `error_response`:
 `{"error": code, "detail": one sentence, "request_id": id}`, plus `errors` listing each
-problem when a request (422) or the model's plans (502) had some. 503 and 504 answers carry
-`Retry-After`.
+problem when a request (422) or the model's plans (502) had some. 503, 504, 429 and 409
+`idempotency_in_progress` answers carry `Retry-After`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from planner_arm.errors import (
     BudgetExceeded,
+    IdempotencyInProgress,
     PlannerError,
     PlanningFailed,
     ReplanRejected,
@@ -125,7 +126,7 @@ def planner_error_response(request: Request, exc: PlannerError) -> JSONResponse:
         headers["WWW-Authenticate"] = 'Bearer realm="planner-arm"'
     if status in (503, 504):
         headers["Retry-After"] = _retry_after(request, exc)
-    if isinstance(exc, TooManyRequests):
+    if isinstance(exc, TooManyRequests | IdempotencyInProgress):
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
     log.warning("request_failed", status=status, error=exc.code)
     figures = exc.figures if isinstance(exc, BudgetExceeded) else None

@@ -1,6 +1,8 @@
-"""One guarded model call: the model's circuit, a bounded number of calls in flight, the metrics
-and the bill. The attempt loop decides what to call and for how long; this decides whether it
-may, now, and makes sure a call that runs out of time counts against its model.
+"""One guarded model call: the model's circuit, the call slots shared fairly among principals,
+the metrics and the bill. The attempt loop decides what to call and for how long; this
+decides whether it may, now, and what a failed call says of its model: a call that ran out
+its own time budget counts against it, one the request's deadline cut short does not (the
+deadline is the caller's, and one caller's slow requests must not close the model for all).
 
 A circuit breaker per model: after repeated failures the model is skipped for a cooldown.
 Without it every request to a dead provider waits out its timeouts before the fallback
@@ -18,7 +20,7 @@ import asyncio
 import functools
 import ipaddress
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from enum import Enum
 from urllib.parse import urlsplit
 
@@ -29,6 +31,7 @@ from planner_arm.config import CircuitSettings, Settings
 from planner_arm.errors import LLMError, LLMRateLimited, LLMRejected, LLMTransientError
 from planner_arm.llm.client import AnswerSchema, AnswerSink, Completion, LLMClient
 from planner_arm.llm.prompts import Message
+from planner_arm.llm.slots import FairSlots
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.budget import Spend, llm_cost_usd
 
@@ -207,7 +210,13 @@ class GuardedLLM:
             # Read when scraped, so the gauge shows what /health shows: an open circuit whose
             # cooldown has passed is half-open before any call notices it.
             metrics.circuit_state.labels(circuit.model).set_function(_gauge_reading(circuit))
-        self._slots = asyncio.Semaphore(settings.connection.max_in_flight)
+        connection = settings.connection
+        # Without API keys there is one principal and nobody to keep a slot for.
+        reserved = connection.reserved_slots if settings.auth.enabled else 0
+        self._slots = FairSlots(connection.max_in_flight, reserved)
+        # A timeout counts against the model only when the call had all of this: a call
+        # the request's deadline left less time is cut off by the caller, not failed.
+        self._own_budget = settings.model.call_timeout_seconds
 
     def _circuit_changed(self, model: str, state: CircuitState) -> None:
         # An operator wants to see a model go out of service and come back in the logs, not
@@ -228,23 +237,15 @@ class GuardedLLM:
         """Would a call to `model` be let through now (its circuit is not open)?"""
         return self._breakers[model].may_allow()
 
-    async def _take_slot(self, deadline: Deadline, min_call_seconds: float, seconds: float) -> bool:
-        if not self._slots.locked():
-            await self._slots.acquire()  # free: returns at once
-            return True
+    async def _take_slot(
+        self, owner: Hashable, deadline: Deadline, min_call_seconds: float, seconds: float
+    ) -> bool:
         wait = min(
             self._settings.connection.queue_timeout_seconds,
             deadline.remaining() - min_call_seconds,
             seconds - min_call_seconds,
         )
-        if wait <= 0:
-            return False
-        try:
-            async with asyncio.timeout(wait):
-                await self._slots.acquire()
-        except TimeoutError:
-            return False
-        return True
+        return await self._slots.acquire(owner, wait)
 
     async def call(
         self,
@@ -253,56 +254,68 @@ class GuardedLLM:
         deadline: Deadline,
         spend: Spend,
         *,
+        owner: Hashable,
         seconds: float,
         min_call_seconds: float,
         sink: AnswerSink | None = None,
         answer_schema: AnswerSchema | None = None,
     ) -> Completion:
-        """One call of at most `seconds` from now, the wait for a slot included.
+        """One call for `owner` (the principal whose request it is) of at most `seconds`
+        from now, the wait for a slot included.
 
-        Raises LLMError as the client does, or CallSkipped. A call cut off by the request's
-        deadline counts as a timeout of the model, as one that ran out its time does.
+        Raises LLMError as the client does, or CallSkipped. A timeout counts against the
+        model only when the call had its whole own budget (`model.call_timeout_seconds`); a
+        call the request's deadline cut short, or whose caller went away, is no verdict on it.
         """
         circuit = self._breakers[model]
         if not circuit.allow():
             raise CallSkipped("circuit_open")
         ends_at = self._clock.now() + seconds
-        if not await self._take_slot(deadline, min_call_seconds, seconds):
+        if not await self._take_slot(owner, deadline, min_call_seconds, seconds):
             circuit.release()
             raise CallSkipped("saturated")
         self._metrics.llm_in_flight.inc()
         started = self._clock.now()
         spend.calls += 1
+        remaining = deadline.remaining()
+        timeout = max(0.0, min(ends_at - started, remaining))
+        # The model's own budget, not the request's deadline, set how long this call may take.
+        own_budget = seconds >= self._own_budget and ends_at - started <= remaining
         try:
-            timeout = max(0.0, min(ends_at - started, deadline.remaining()))
             completion = await self._llm.complete(
                 model, messages, timeout=timeout, sink=sink, answer_schema=answer_schema
             )
         except LLMError as error:
-            self._metrics.record_llm_call(model, error.code, self._clock.now() - started)
-            if counts_against_model(error):
-                retry_after = error.retry_after if isinstance(error, LLMRateLimited) else None
-                circuit.record_failure(retry_after)
-            else:
-                circuit.record_success()  # it answered; this request was the problem
+            self._judge(circuit, error, own_budget, self._clock.now() - started)
             raise
         except asyncio.CancelledError:
             if deadline.remaining() < min_call_seconds:
-                # The request's deadline cut the call: the model did not answer in time.
-                self._metrics.record_llm_call(model, "timeout", self._clock.now() - started)
-                circuit.record_failure()
-            else:
-                circuit.release()  # the caller went away: no verdict on the model
+                self._metrics.record_llm_call(model, "deadline", self._clock.now() - started)
+            circuit.release()  # the request's deadline, or its caller left: no verdict
             raise
         except BaseException:
             circuit.release()
             raise
         finally:
-            self._slots.release()
+            self._slots.release(owner)
             self._metrics.llm_in_flight.dec()
         circuit.record_success()
         self._account(model, completion, spend)
         return completion
+
+    def _judge(self, circuit: ModelCircuit, error: LLMError, own_budget: bool, took: float) -> None:
+        """What a failed call says of its model. A timeout of a call that the request's
+        deadline gave less than the model's own budget is the caller's, not the model's."""
+        if error.code == "timeout" and not own_budget:
+            self._metrics.record_llm_call(circuit.model, "deadline", took)
+            circuit.release()
+            return
+        self._metrics.record_llm_call(circuit.model, error.code, took)
+        if counts_against_model(error):
+            retry_after = error.retry_after if isinstance(error, LLMRateLimited) else None
+            circuit.record_failure(retry_after)
+        else:
+            circuit.record_success()  # it answered; this request was the problem
 
     @functools.cached_property
     def _on_this_machine(self) -> bool:

@@ -64,11 +64,13 @@ class PlanListener(AnswerSink, Protocol):
 @dataclass(frozen=True)
 class PlanJob:
     """One /plan request on its way through a strategy: what was asked, the id of the request,
-    the deadline built once for it, and who watches it being written (a streamed answer)."""
+    the deadline built once for it, whose request it is (the principal's id, for its fair
+    share of the model's call slots), and who watches it being written (a streamed answer)."""
 
     request: PlanRequest
     request_id: str
     deadline: Deadline
+    owner: str
     listener: PlanListener | None = None
 
 
@@ -235,17 +237,19 @@ class ModelChain:
         deadline: Deadline,
         spend: Spend,
         *,
+        owner: str,
         budget: Budget | None = None,
         listener: AnswerSink | None = None,
     ) -> ModelAnswer[T] | ModelFailure:
         """The models' answer to `question` within `deadline`, or why there is none.
 
-        The caller's `budget` (its max_llm_usd) stops calls whose likely cost would pass it;
+        `owner`: the principal whose request it is (its calls take its share of the slots);
+        the caller's `budget` (its max_llm_usd) stops calls whose likely cost would pass it;
         `listener` watches each answer being written."""
         if self.llm is None:
             return NO_MODEL
         max_llm_usd = budget.max_llm_usd if budget is not None else None
-        run = _Run(self, self.llm, question, deadline, spend, max_llm_usd, listener)
+        run = _Run(self, self.llm, question, deadline, spend, max_llm_usd, listener, owner)
         # The per-call bounds already keep to the deadline; this catches whatever slips past
         # them (a retry wait, a slow slot), so the fallback still answers in time.
         try:
@@ -268,11 +272,14 @@ class ModelChain:
         deadline: Deadline,
         spend: Spend,
         *,
+        owner: str,
         budget: Budget | None = None,
         listener: AnswerSink | None = None,
     ) -> Sourced[T]:
         """The models' answer, or through the fallback gate the rule-based one."""
-        outcome = await self.ask(question, deadline, spend, budget=budget, listener=listener)
+        outcome = await self.ask(
+            question, deadline, spend, owner=owner, budget=budget, listener=listener
+        )
         if isinstance(outcome, ModelAnswer):
             return Sourced(outcome.value, outcome.model)
         with self.falling_back(outcome, spend):
@@ -319,9 +326,10 @@ class _Run(Generic[T]):
         spend: Spend,
         max_llm_usd: float | None,
         listener: AnswerSink | None,
+        owner: str,
     ) -> None:
         self.chain, self.llm, self.question = chain, llm, question
-        self.deadline, self.spend = deadline, spend
+        self.deadline, self.spend, self.owner = deadline, spend, owner
         self.max_llm_usd, self.listener = max_llm_usd, listener
         self.calls_left = chain.retry.max_llm_calls
         self.failure = ModelFailure("call_budget", "no LLM call was made", [])
@@ -404,6 +412,7 @@ class _Run(Generic[T]):
                 messages,
                 self.deadline,
                 self.spend,
+                owner=self.owner,
                 seconds=go.seconds,
                 min_call_seconds=MIN_CALL_SECONDS,
                 sink=self.listener,

@@ -8,7 +8,8 @@ Concurrent identical requests share the one planning task of the first (single f
 at once cost one LLM call. Entries and shared runs are the caller's own: a principal is never
 answered from another's plan (nor told its id). With a Redis store the entries live there, so
 every replica answers from one cache; a Redis that fails is a miss, never an error. In memory
-the cache is bounded in entries and in bytes (each plan weighed once, by its JSON length).
+the cache is bounded in entries and in bytes (each plan weighed once, by its JSON's UTF-8
+bytes), each principal's entries within its own cap and its fair share of the bound.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
 from planner_arm.planning.attempts import PlanJob
 from planner_arm.planning.records import Records
 from planner_arm.store.base import note_store_failure, owned
-from planner_arm.store.memory import ExpiringMap
+from planner_arm.store.memory import FairShareMap
 
 _NO_COST = EstimatedCost(llm_usd=0.0, prompt_tokens=0, completion_tokens=0)
 
@@ -92,22 +93,35 @@ def cacheable(response: PlanResponse) -> bool:
 
 
 def json_size(response: PlanResponse) -> int:
-    return len(response.model_dump_json())
+    """What a plan weighs in the cache's bound: its JSON's bytes in UTF-8."""
+    return len(response.model_dump_json().encode())
 
 
-class PlanCache(ExpiringMap[PlanResponse]):
-    """Least-recently-used plans, each good for `ttl` seconds on the injected clock, within
-    `max_entries` and (when given) `max_bytes` of their JSON."""
+class PlanCache(FairShareMap[PlanResponse]):
+    """Least-recently-used plans, each good for `ttl` seconds on the injected clock, each
+    principal's in a map of its own (at most `owner_max_bytes`, its own oldest out first),
+    all within `max_entries` and (when given) `max_bytes` of their JSON, shared fairly."""
 
     def __init__(
-        self, ttl: float, max_entries: int, clock: Clock, max_bytes: int | None = None
+        self,
+        ttl: float,
+        max_entries: int,
+        clock: Clock,
+        max_bytes: int | None = None,
+        owner_max_bytes: int | None = None,
     ) -> None:
-        size = json_size if max_bytes is not None else None
-        super().__init__(max_entries, clock, max_bytes=max_bytes, size=size)
+        sized = max_bytes is not None or owner_max_bytes is not None
+        super().__init__(
+            max_entries,
+            clock,
+            max_bytes=max_bytes,
+            size=json_size if sized else None,
+            owner_max_bytes=owner_max_bytes,
+        )
         self._ttl = ttl
 
-    def keep(self, key: str, response: PlanResponse) -> None:
-        self.put(key, response, self._ttl)
+    def keep(self, owner: str, key: str, response: PlanResponse) -> None:
+        self.put(owner, key, response, self._ttl)
 
 
 class Planner(Protocol):
@@ -128,10 +142,11 @@ class CachingPlanner:
         metrics: PlannerMetrics,
         clock: Clock,
         shared: bool = False,
+        owner_max_bytes: int | None = None,
     ) -> None:
         """`fingerprint`: what changes a plan besides the request (`settings_fingerprint`).
         `shared`: the entries live in the store, for every replica (Redis); else they stay in
-        this process."""
+        this process, at most `owner_max_bytes` of them each principal's."""
         self._planner = planner
         self._shared = shared
         self._ttl = cache.ttl_seconds
@@ -139,7 +154,9 @@ class CachingPlanner:
         self._metrics = metrics
         self._clock = clock
         self._fingerprint = fingerprint
-        self._cache = PlanCache(cache.ttl_seconds, cache.max_entries, clock, cache.max_bytes)
+        self._cache = PlanCache(
+            cache.ttl_seconds, cache.max_entries, clock, cache.max_bytes, owner_max_bytes
+        )
         self._in_flight: dict[str, asyncio.Task[PlanResponse]] = {}
         self._followers: dict[str, int] = {}  # requests waiting on another's planning
 
@@ -150,9 +167,9 @@ class CachingPlanner:
         if not self._enabled:
             return await self._planner(job)
         key = request_key(job.request, self._fingerprint)
-        flight = owned(records.owner, key)  # in this process: runs and entries per principal
+        flight = owned(records.owner, key)  # in this process: runs per principal
         if use_cache:
-            cached = await self._cached(key, flight, records)
+            cached = await self._cached(key, records)
             if cached is not None:
                 self._metrics.child(self._metrics.cache_requests, "hit").inc()
                 return self._repeat(cached, job)
@@ -172,7 +189,7 @@ class CachingPlanner:
 
         # A task of its own, which also stores its answer: a caller that goes away cancels
         # neither the others' answer nor the cache entry.
-        task = asyncio.create_task(self._plan_and_store(key, flight, job, records))
+        task = asyncio.create_task(self._plan_and_store(key, job, records))
         if use_cache:
             self._in_flight[flight] = task
             task.add_done_callback(lambda _: self._in_flight.pop(flight, None))
@@ -185,17 +202,15 @@ class CachingPlanner:
                 task.cancel()
             raise
 
-    async def _plan_and_store(
-        self, key: str, flight: str, job: PlanJob, records: Records
-    ) -> PlanResponse:
+    async def _plan_and_store(self, key: str, job: PlanJob, records: Records) -> PlanResponse:
         response = await self._planner(job)
         if cacheable(response):
-            await self._keep(key, flight, response, records)
+            await self._keep(key, response, records)
         return response
 
-    async def _cached(self, key: str, flight: str, records: Records) -> PlanResponse | None:
+    async def _cached(self, key: str, records: Records) -> PlanResponse | None:
         if not self._shared:
-            return self._cache.get(flight)
+            return self._cache.get(records.owner.id, key)
         try:
             record = await records.cache_get(key)
         except StoreUnavailable as error:
@@ -203,9 +218,9 @@ class CachingPlanner:
             return None
         return None if record is None else PlanResponse.model_validate(record)
 
-    async def _keep(self, key: str, flight: str, response: PlanResponse, records: Records) -> None:
+    async def _keep(self, key: str, response: PlanResponse, records: Records) -> None:
         if not self._shared:
-            self._cache.keep(flight, response)
+            self._cache.keep(records.owner.id, key, response)
             return
         try:
             await records.cache_put(key, response.model_dump(mode="json"), self._ttl)

@@ -73,8 +73,10 @@ class SubPlanner(ModelPlanner):
         spend: Spend,
         rules: PlanRules,
         check: SubPlanCheck | None = None,
+        *,
+        owner: str,
     ) -> SubPlan | ModelFailure:
-        """The model's sub-plan, or why there is none."""
+        """The model's sub-plan, or why there is none; `owner`: whose request it is."""
         user = subplan_user_prompt(
             request.goal,
             request.constraints,
@@ -100,12 +102,7 @@ class SubPlanner(ModelPlanner):
 
         question = Question(initial_messages(self.system_prompt, user), read)
         budget = request.budget
-        outcome = await self.models.ask(
-            question,
-            deadline,
-            spend,
-            budget=budget,
-        )
+        outcome = await self.models.ask(question, deadline, spend, owner=owner, budget=budget)
         if isinstance(outcome, ModelFailure):
             return outcome
         draft, valid = outcome.value
@@ -201,7 +198,10 @@ class Expander:
         previous: PlanResponse,
         request_id: str,
         deadline: Deadline,
+        *,
+        owner: str,
     ) -> PlanResponse:
+        """`previous` with the step replaced by its sub-plan; `owner`: whose request it is."""
         rules = self.check(request, previous)
         spend = Spend()
         target = expandable_step(previous.plan, request.step, self.rules)
@@ -217,7 +217,7 @@ class Expander:
                 raise PlanValidationError("; ".join(problems), code="over_budget", errors=problems)
 
         task = SubPlanTask(target, before, after)
-        sub = await self.subplans.ask(request, task, deadline, spend, rules, check)
+        sub = await self.subplans.ask(request, task, deadline, spend, rules, check, owner=owner)
         if isinstance(sub, ModelFailure):
             with self.subplans.models.falling_back(sub, spend):
                 sub = await to_thread.run_sync(self._rule_based, request, task, rules, spliced)

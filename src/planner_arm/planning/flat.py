@@ -48,6 +48,7 @@ async def first_answer(
         lambda: rule_based.plan(request, request.budget),
         job.deadline,
         spend,
+        owner=job.owner,
         budget=request.budget,
         listener=job.listener,
     )

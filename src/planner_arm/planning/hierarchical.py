@@ -62,7 +62,7 @@ class HierarchicalPlanner(ModelPlanner):
         top = [Node(step) for step in valid.steps]
         if request.max_depth >= 2:
             use_model = phases.model is not None
-            run = _Expansion(self, request, deadline, spend, use_model)
+            run = _Expansion(self, request, deadline, spend, use_model, job.owner)
             last = top[-1] if top and top[-1].step.required_arm == JUDGE_ARM else None
             await asyncio.gather(
                 *(run.expand(node, str(node.step.step), top, 1) for node in top if node is not last)
@@ -133,9 +133,10 @@ class _Expansion:
         deadline: Deadline,
         spend: Spend,
         use_model: bool,
+        principal: str,
     ) -> None:
         self.owner, self.request, self.deadline, self.spend = owner, request, deadline, spend
-        self.use_model = use_model
+        self.use_model, self.principal = use_model, principal
         self.slots = asyncio.Semaphore(owner.concurrency)
         self.repairs: list[str] = []
 
@@ -175,7 +176,9 @@ class _Expansion:
             # Its own count of calls (each node gets the retries a plan gets), one total.
             base = self.spend.usd
             spend = Spend(usd=base)
-            outcome = await subplans.ask(self.request, task, self.deadline, spend, rules)
+            outcome = await subplans.ask(
+                self.request, task, self.deadline, spend, rules, owner=self.principal
+            )
             _add(self.spend, spend, base)
         if isinstance(outcome, ModelFailure):
             if outcome.reason == "deadline":

@@ -3,8 +3,9 @@
 Keys are the caller's own: two principals using the same key never meet. The first request
 claims the key in the store and plans, renewing its lease while it works; a request with the
 same key and the same body gets the stored answer (same plan_id, no model call), also while
-the first is still planning: it waits for the answer, or, when the first gave the key up (it
-failed, or its lease ran out), plans itself. The same key with another body is refused.
+the first is still planning: it waits for the answer within its own deadline (then 409
+`idempotency_in_progress` with Retry-After), or, when the first gave the key up (it failed, or
+its lease ran out), plans itself. The same key with another body is refused.
 
 Exactly one answer per key: when the first caller finds, on completing, that its claim is no
 longer its own (Redis was flushed or restarted, or the replica stalled past its lease and
@@ -50,6 +51,12 @@ CLAIM_MARGIN_SECONDS = 5.0
 # A working caller renews its claim this many times a lease, so a slow store round trip or a
 # busy event loop never lets a healthy claim lapse.
 RENEWALS_PER_LEASE = 3
+# A request that arrived with the first one waits this much past its own deadline: the first
+# stores its answer just after its deadline (a store operation gets at least 0.2 s).
+WAIT_GRACE_SECONDS = 0.25
+# Retry-After of a 409 idempotency_in_progress: the first request's deadline came before the
+# waiter's, so its answer is there by then, or its claim lapses with its lease.
+IN_PROGRESS_RETRY_SECONDS = 1.0
 
 Work = Callable[[], Awaitable[PlanResponse]]
 
@@ -106,8 +113,8 @@ class Idempotency:
         try:
             outcome = await records.claim(key, fingerprint, self.lease)
             if isinstance(outcome, InProgress):
-                # A waiting request gives up a little after the first one's own deadline.
-                wait = Deadline(self.lease, self.clock)
+                # A waiting request waits within its own deadline, not the first one's lease.
+                wait = Deadline(records.deadline.remaining() + WAIT_GRACE_SECONDS, self.clock)
                 outcome = await records.wait(key, fingerprint, wait, self.lease)
         except StoreUnavailable as error:
             self._failed("claim", error)
@@ -127,7 +134,8 @@ class Idempotency:
                 "key for a new request."
             )
         raise IdempotencyInProgress(
-            "A request with this Idempotency-Key is still being planned; try again."
+            "A request with this Idempotency-Key is still being planned; try again.",
+            retry_after=IN_PROGRESS_RETRY_SECONDS,
         )
 
     async def _first(

@@ -56,6 +56,7 @@ class Replanner(ModelPlanner):
         request_id: str,
         deadline: Deadline,
         *,
+        owner: str,
         replan_count: int | None = None,
     ) -> PlanResponse:
         """The revised plan of `previous`. `replan_count` is the server's count of replans in
@@ -74,6 +75,7 @@ class Replanner(ModelPlanner):
                 lambda: self._rule_based_revision(scope, request),
                 deadline,
                 spend,
+                owner=owner,
                 budget=budget,
             )
         response = respond(

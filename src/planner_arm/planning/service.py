@@ -86,7 +86,7 @@ class Strategies:
             response = response.model_copy(update={"plan_id": job.listener.plan_id})
         if request.specialize:
             response = await self.specializer.specialize(
-                response, brief_of(request), job.deadline, request.budget
+                response, brief_of(request), job.deadline, request.budget, owner=job.owner
             )
         return response
 
@@ -153,7 +153,7 @@ class PlanService:
         deadline = records.deadline
 
         def planned() -> Awaitable[PlanResponse]:
-            job = PlanJob(request, request_id, deadline, listener)
+            job = PlanJob(request, request_id, deadline, principal.id, listener)
             return self.plans.plan(job, use_cache=use_cache, records=records)
 
         return await self._answered("plan", request, request_id, idempotency_key, records, planned)
@@ -175,7 +175,12 @@ class PlanService:
             # Refuse a bad request (unknown steps, the replan limit) before any model call.
             replanner.scope(request, previous, replan_count)
             response = await replanner.replan(
-                request, previous, request_id, deadline, replan_count=replan_count
+                request,
+                previous,
+                request_id,
+                deadline,
+                owner=principal.id,
+                replan_count=replan_count,
             )
             self.metrics.child(self.metrics.replans, response.metadata.source).inc()
             if request.specialize:  # pending steps get an input; reported ones stay as sent
@@ -184,6 +189,7 @@ class PlanService:
                     brief_of(request),
                     deadline,
                     request.budget,
+                    owner=principal.id,
                     finished=reported_steps(request),
                 )
             if not verified:
@@ -214,12 +220,14 @@ class PlanService:
             previous, _ = await self._previous(request.previous, request.plan_id, records)
             expander = self.expander.for_request(request)
             expander.check(request, previous)  # refuse a bad request before any call
-            response = await expander.expand(request, previous, request_id, deadline)
+            response = await expander.expand(
+                request, previous, request_id, deadline, owner=principal.id
+            )
             # A plan with inputs keeps them whole: the new steps get one, and the inputs
             # that read the replaced step's output are made again (`input_replaced`).
             if request.specialize or any(step.input is not None for step in previous.plan):
                 response = await self.specializer.specialize(
-                    response, brief_of(request), deadline, request.budget
+                    response, brief_of(request), deadline, request.budget, owner=principal.id
                 )
             return response
 
@@ -246,7 +254,9 @@ class PlanService:
             body.constraints if body.constraints is not None else stored.get("constraints", []),
             body.context if body.context is not None else stored.get("context", {}),
         )
-        return await self.specializer.one_step(plan, body.step, brief, request_id, records.deadline)
+        return await self.specializer.one_step(
+            plan, body.step, brief, request_id, records.deadline, owner=principal.id
+        )
 
     async def get(self, plan_id: str, *, principal: Principal = ANONYMOUS) -> PlanResponse:
         """The principal's stored plan; another principal's id is answered like an unknown

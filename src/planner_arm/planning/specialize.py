@@ -91,6 +91,7 @@ class Specializer:
         deadline: Deadline,
         budget: Budget | None = None,
         *,
+        owner: str,
         finished: frozenset[int] = frozenset(),
     ) -> PlanResponse:
         """`response` with an input on every pending step, and what that took; the steps in
@@ -117,7 +118,7 @@ class Specializer:
                     notes.append((step.step, PlanNote(code="input_replaced", detail=detail)))
             target = StepToFill(step, brief, [by_id[number] for number in sorted(ids)])
             async with slots:
-                filled = await self.fill(target, deadline, spend, budget)
+                filled = await self.fill(target, deadline, spend, budget, owner=owner)
             if filled.reason is not None:
                 notes.append((step.step, _by_rule_note(step, filled)))
             return step.model_copy(update={"input": filled.input})
@@ -137,6 +138,8 @@ class Specializer:
         brief: SpecializeBrief,
         request_id: str,
         deadline: Deadline,
+        *,
+        owner: str,
     ) -> SpecializeResponse:
         """The input of step `number` of `plan` (POST /plan/specialize); RequestRejected
         `unknown_step` when the plan has no such step."""
@@ -147,7 +150,7 @@ class Specializer:
             raise RequestRejected(detail, code="unknown_step")
         ids = ancestors(plan.plan, number)
         target = StepToFill(step, brief, [by_id[item] for item in sorted(ids)])
-        filled = await self.fill(target, deadline, Spend())
+        filled = await self.fill(target, deadline, Spend(), owner=owner)
         return SpecializeResponse(
             plan_id=plan.plan_id,
             step=number,
@@ -160,13 +163,20 @@ class Specializer:
         )
 
     async def fill(
-        self, target: StepToFill, deadline: Deadline, spend: Spend, budget: Budget | None = None
+        self,
+        target: StepToFill,
+        deadline: Deadline,
+        spend: Spend,
+        budget: Budget | None = None,
+        *,
+        owner: str,
     ) -> FilledInput:
         """The step's input within `deadline`: the model's when it gives a valid one, else the
-        rule's."""
+        rule's; `owner`: whose request it is."""
         if not self.models.configured:
             return self._counted(FilledInput(rule_input(target.step), "rule"))
-        outcome = await self.models.ask(self._question(target), deadline, spend, budget=budget)
+        question = self._question(target)
+        outcome = await self.models.ask(question, deadline, spend, owner=owner, budget=budget)
         if isinstance(outcome, ModelAnswer):
             return self._counted(FilledInput(outcome.value, "llm", outcome.model))
         # An answer that broke the schema is an invalid input, not an invalid plan.

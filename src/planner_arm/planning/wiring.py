@@ -43,7 +43,7 @@ from planner_arm.planning.service import PlanService, Strategies
 from planner_arm.planning.specialize import Specializer
 from planner_arm.planning.toolboxes import Toolboxes
 from planner_arm.rules.planner import RuleBasedPlanner
-from planner_arm.store.base import PlanStore
+from planner_arm.store.base import NO_CAPS, OwnerCaps, PlanStore
 from planner_arm.store.memory import MemoryStore
 from planner_arm.tracing import NO_TRACING, Tracing
 
@@ -105,18 +105,31 @@ def service_metrics(settings: Settings, version: str) -> PlannerMetrics:
     )
 
 
+def owner_caps(settings: Settings) -> OwnerCaps:
+    """What one principal may hold of each kind of record: the `tenants` caps, where there is
+    someone to crowd out (API keys configured); none for the one anonymous caller."""
+    tenants = settings.tenants
+    if not settings.auth.enabled:
+        return NO_CAPS
+    return OwnerCaps(
+        plan_bytes=tenants.max_plan_bytes or None,
+        idempotency_bytes=tenants.max_idempotency_bytes or None,
+        cache_bytes=tenants.max_cache_bytes or None,
+    )
+
+
 def build_store(settings: Settings, clock: Clock) -> PlanStore:
     """The store the settings ask for: Redis when `store.url` is set, else memory. Nothing
     connects until the first command."""
     config = settings.store
-    # The cap applies where there is someone to crowd out: when API keys are configured.
-    quota = settings.tenants.max_plan_bytes if settings.auth.enabled else 0
+    caps = owner_caps(settings)
     if config.url is None:
         return MemoryStore(
             ttl_seconds=config.ttl_seconds,
             max_entries=config.max_entries,
             max_bytes=config.max_bytes,
-            owner_quota_bytes=quota or None,
+            caps=caps,
+            poll_interval_seconds=config.poll_interval_seconds,
             clock=clock,
         )
     # Imported here: a process without Redis configured never loads the client library.
@@ -130,7 +143,7 @@ def build_store(settings: Settings, clock: Clock) -> PlanStore:
         key_prefix=config.key_prefix,
         poll_interval_seconds=config.poll_interval_seconds,
         operation_timeout_seconds=config.socket_timeout_seconds,
-        owner_quota_bytes=quota or None,
+        caps=caps,
     )
 
 
@@ -231,7 +244,13 @@ def build_service(
     # faster than a round trip through the store's JSON records.
     shared = store.kind == "redis"
     plans = CachingPlanner(
-        strategies, settings.cache, settings_fingerprint(settings), metrics, clock, shared
+        strategies,
+        settings.cache,
+        settings_fingerprint(settings),
+        metrics,
+        clock,
+        shared,
+        owner_max_bytes=owner_caps(settings).cache_bytes,
     )
     replanner = Replanner(**asks, rule_based=rule_based, planning=settings.planning)
     expander = Expander(

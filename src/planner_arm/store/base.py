@@ -8,7 +8,7 @@ the one anonymous principal when no keys are configured): a record is found only
 and another owner's id reads exactly like an unknown one. Backends: memory (one process) and
 Redis (shared by replicas). Every method of the Redis backend raises `StoreUnavailable` when
 Redis fails, so callers can fail soft; `put_plan` raises `TenantQuotaExceeded` when the owner
-already holds its cap of plan bytes.
+already holds its cap of plan bytes (`OwnerCaps`).
 
 Idempotency, as a caller sees it::
 
@@ -36,11 +36,38 @@ from typing import Any, Literal, Protocol
 import structlog
 
 from planner_arm.clock import Deadline
-from planner_arm.errors import StoreUnavailable
+from planner_arm.errors import StoreUnavailable, TenantQuotaExceeded
 from planner_arm.metrics import PlannerMetrics
 
 JSONObject = dict[str, Any]
 StoreKind = Literal["memory", "redis"]
+RecordKind = Literal["plan", "idempotency", "cache"]
+
+
+@dataclass(frozen=True)
+class OwnerCaps:
+    """The bytes (UTF-8 JSON) of each kind of record one owner may hold; None: no cap.
+
+    Past `plan_bytes` a plan is refused (429 `tenant_quota_exceeded`: a stored plan is the
+    caller's to keep for its TTL). Past `idempotency_bytes` (answers kept for keys) and
+    `cache_bytes` the owner's own records nearest their end go first. Every cap counts only
+    the owner's records, so no owner's traffic takes another's room."""
+
+    plan_bytes: int | None = None
+    idempotency_bytes: int | None = None
+    cache_bytes: int | None = None
+
+
+NO_CAPS = OwnerCaps()
+_CAPPED = {"plan": "stored plans", "idempotency": "idempotency records", "cache": "cache entries"}
+
+
+def quota_exceeded(kind: RecordKind, cap: int, retry_after: float) -> TenantQuotaExceeded:
+    """The refusal of a record that would take its owner past `cap` bytes of `kind`."""
+    return TenantQuotaExceeded(
+        f"This caller already holds its cap of {cap} bytes of {_CAPPED[kind]}.",
+        retry_after=retry_after,
+    )
 
 
 @dataclass(frozen=True)

@@ -2,29 +2,35 @@
 
 The default when no Redis is configured. Records are kept as JSON text, like in Redis, so a
 caller that changes a dict it got back does not change the store, and both backends accept
-and return the same things; the text's length is what a record weighs. Each kind of record
-(plans, idempotency keys, cache entries) has its own bounds, in entries and in bytes, so a
-busy cache cannot push plans out and a flood of large plans cannot grow the process without
-end; past a bound the least recently used records go first. Each owner's plans count against
-its own cap of bytes (`owner_quota_bytes`).
+and return the same things; the text's UTF-8 bytes are what a record weighs. Each kind of
+record (plans, idempotency keys, cache entries) has its own bounds, in entries and in bytes,
+so a busy cache cannot push plans out and a flood of large plans cannot grow the process
+without end. Each owner's records are a least-recently-used map of their own, and the bound
+of a kind is shared fairly among the owners (`FairShareMap`): past it, an owner over its
+share loses its own oldest records, never one within its share. Each owner also has its own
+caps (`OwnerCaps`): a plan past them is refused; an answer kept for a key or a cache entry
+pushes out the owner's own oldest.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from planner_arm.clock import Clock, Deadline
-from planner_arm.errors import TenantQuotaExceeded
 from planner_arm.store.base import (
+    NO_CAPS,
     Claimed,
     ClaimOutcome,
     InProgress,
     JSONObject,
+    OwnerCaps,
     Principal,
+    RecordKind,
     StoreKind,
     answered_record,
     claim_record,
@@ -32,6 +38,7 @@ from planner_arm.store.base import (
     encode,
     outcome_of,
     owned,
+    quota_exceeded,
 )
 
 V = TypeVar("V")
@@ -39,8 +46,8 @@ Removed = Callable[[str, int], None]
 
 
 def text_size(value: str) -> int:
-    """What a JSON text weighs in the bound: its length (the records are mostly ASCII)."""
-    return len(value)
+    """What a JSON text weighs in a bound: its bytes in UTF-8 (an emoji is four, not one)."""
+    return len(value.encode())
 
 
 class ExpiringMap(Generic[V]):
@@ -79,24 +86,32 @@ class ExpiringMap(Generic[V]):
         self._entries.move_to_end(key)
         return value
 
-    def names(self) -> list[str]:
-        return list(self._entries)
-
-    def expires_at(self, key: str) -> float | None:
+    def weight(self, key: str) -> int:
+        """What the value under `key` weighs (0 when there is none)."""
         entry = self._entries.get(key)
-        return None if entry is None else entry[0]
+        return 0 if entry is None else entry[2]
 
-    def put(self, key: str, value: V, ttl: float) -> None:
+    def first_expiry(self) -> float | None:
+        """When the value that runs out first does, on the clock; None when empty."""
+        return min((at for at, _, _ in self._entries.values()), default=None)
+
+    def put(self, key: str, value: V, ttl: float) -> int:
+        """Keep `value` for `ttl` seconds; returns what it weighs."""
         self.delete(key)
         weight = self._size(value) if self._size is not None else 0
         self._entries[key] = (self._clock.now() + ttl, value, weight)
         self.bytes += weight
         while len(self._entries) > self._max_entries or self._over_bytes():
-            self._pop(next(iter(self._entries)))
+            self.pop_oldest()
+        return weight
 
     def delete(self, key: str) -> None:
         if key in self._entries:
             self._pop(key)
+
+    def pop_oldest(self) -> None:
+        """Drop the least recently used value."""
+        self._pop(next(iter(self._entries)))
 
     def purge_expired(self) -> None:
         """Drop every expired value now (expiry is otherwise noticed on a read)."""
@@ -115,6 +130,123 @@ class ExpiringMap(Generic[V]):
             self._on_remove(key, weight)
 
 
+class FairShareMap(Generic[V]):
+    """Many owners' values, each owner's in an `ExpiringMap` of its own (its own least recently
+    used go first past `owner_max_bytes`), all within one process-wide count and size.
+
+    Past the process-wide bound a value goes from an owner over its fair share: the bound
+    divided among the owners that hold values now. The writer's own least recently used go
+    when it is over its share (it pays for its own traffic); else those of the owner holding
+    the most, which is then over its share. So an owner within its share never loses a value
+    before its expiry to another's writes."""
+
+    def __init__(
+        self,
+        max_entries: int,
+        clock: Clock,
+        *,
+        max_bytes: int | None = None,
+        size: Callable[[V], int] | None = None,
+        owner_max_bytes: int | None = None,
+    ) -> None:
+        self._max_entries = max_entries
+        self._max_bytes = max_bytes
+        self._size = size
+        self._owner_max_bytes = owner_max_bytes
+        self._clock = clock
+        self._owners: dict[str, ExpiringMap[V]] = {}
+        self.entries = 0
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return self.entries
+
+    def get(self, owner: str, key: str) -> V | None:
+        values = self._owners.get(owner)
+        if values is None:
+            return None
+        found = values.get(key)
+        self._forget_if_empty(owner)
+        return found
+
+    def put(self, owner: str, key: str, value: V, ttl: float) -> None:
+        values = self._owners.get(owner)
+        if values is None:
+            values = ExpiringMap(
+                self._max_entries,
+                self._clock,
+                max_bytes=self._owner_max_bytes,
+                size=self._size,
+                on_remove=self._removed,
+            )
+            self._owners[owner] = values
+        self.bytes += values.put(key, value, ttl)
+        self.entries += 1
+        self._trim(owner)
+
+    def delete(self, owner: str, key: str) -> None:
+        values = self._owners.get(owner)
+        if values is not None:
+            values.delete(key)
+            self._forget_if_empty(owner)
+
+    def held_bytes(self, owner: str) -> int:
+        """What `owner`'s values weigh now."""
+        values = self._owners.get(owner)
+        return 0 if values is None else values.bytes
+
+    def weight(self, owner: str, key: str) -> int:
+        values = self._owners.get(owner)
+        return 0 if values is None else values.weight(key)
+
+    def purge_expired(self, owner: str) -> None:
+        """Drop `owner`'s expired values now (expiry is otherwise noticed on a read)."""
+        values = self._owners.get(owner)
+        if values is not None:
+            values.purge_expired()
+            self._forget_if_empty(owner)
+
+    def first_expiry(self, owner: str) -> float | None:
+        """When `owner`'s first value runs out, on the clock; None when it holds none."""
+        values = self._owners.get(owner)
+        return None if values is None else values.first_expiry()
+
+    def _removed(self, _: str, weight: int) -> None:
+        self.entries -= 1
+        self.bytes -= weight
+
+    def _forget_if_empty(self, owner: str) -> None:
+        values = self._owners.get(owner)
+        if values is not None and not len(values):
+            del self._owners[owner]
+
+    def _trim(self, writer: str) -> None:
+        while True:
+            by_bytes = self._max_bytes is not None and self.bytes > self._max_bytes
+            if not by_bytes and self.entries <= self._max_entries:
+                return
+            victim = self._victim(writer, by_bytes)
+            if victim is None:
+                return  # the writer's one new value is over its share alone: it stays
+            self._owners[victim].pop_oldest()
+            self._forget_if_empty(victim)
+
+    def _victim(self, writer: str, by_bytes: bool) -> str | None:
+        """Whose least recently used value goes: the writer's when it holds more than its
+        fair share (never its newest), else the owner holding the most."""
+
+        def held(owner: str) -> int:
+            values = self._owners[owner]
+            return values.bytes if by_bytes else len(values)
+
+        bound = self._max_bytes if by_bytes else self._max_entries
+        assert bound is not None
+        if held(writer) * len(self._owners) > bound:
+            return writer if len(self._owners[writer]) > 1 else None
+        # Within its share, so the others hold more than theirs: the largest is over.
+        return max((owner for owner in self._owners if owner != writer), key=held)
+
+
 class MemoryStore:
     """Plans, idempotency records and cache entries of one process."""
 
@@ -125,22 +257,33 @@ class MemoryStore:
         max_entries: int,
         clock: Clock,
         max_bytes: int | None = None,
-        owner_quota_bytes: int | None = None,
+        caps: OwnerCaps = NO_CAPS,
+        poll_interval_seconds: float = 0.05,
     ) -> None:
-        """`max_bytes`: the bound of each kind of record; `owner_quota_bytes`: the plan bytes
-        one owner may hold (None: no cap)."""
+        """`max_entries`, `max_bytes`: the process-wide bound of each kind of record, shared
+        fairly among the owners; `caps`: what one owner may hold of each kind."""
         self._ttl = ttl_seconds
         self._clock = clock
-        self._quota = owner_quota_bytes
-        self._held: dict[str, int] = {}  # plan bytes by owner id
-        self._plans: ExpiringMap[str] = ExpiringMap(
-            max_entries, clock, max_bytes=max_bytes, size=text_size, on_remove=self._plan_gone
-        )
-        self._keys: ExpiringMap[str] = ExpiringMap(
+        self._caps = caps
+        self._poll = poll_interval_seconds
+        self._plans: FairShareMap[str] = FairShareMap(
             max_entries, clock, max_bytes=max_bytes, size=text_size
         )
-        self._cache: ExpiringMap[str] = ExpiringMap(
-            max_entries, clock, max_bytes=max_bytes, size=text_size
+        # Past the owner's cap its own least recently used go: an answer kept for a key is
+        # asked for again soon after, if ever; a claim is renewed, so it is never the oldest.
+        self._keys: FairShareMap[str] = FairShareMap(
+            max_entries,
+            clock,
+            max_bytes=max_bytes,
+            size=text_size,
+            owner_max_bytes=caps.idempotency_bytes,
+        )
+        self._cache: FairShareMap[str] = FairShareMap(
+            max_entries,
+            clock,
+            max_bytes=max_bytes,
+            size=text_size,
+            owner_max_bytes=caps.cache_bytes,
         )
         # Set when a claimed key is answered or let go, so its waiters look again at once.
         self._settled: dict[str, asyncio.Event] = {}
@@ -149,38 +292,34 @@ class MemoryStore:
     def kind(self) -> StoreKind:
         return "memory"
 
-    def held_bytes(self, owner: Principal) -> int:
-        """The plan bytes `owner` holds now."""
-        return self._held.get(owner.id, 0)
+    def held_bytes(self, owner: Principal, kind: RecordKind = "plan") -> int:
+        """The bytes of records of `kind` that `owner` holds now."""
+        return self._map(kind).held_bytes(owner.id)
 
     async def put_plan(
         self, owner: Principal, plan_id: str, record: JSONObject, ttl: float | None = None
     ) -> None:
         text = encode(record)
-        name = owned(owner, plan_id)
-        if self._quota is not None and self._over_quota(owner, name, len(text)):
-            raise TenantQuotaExceeded(
-                f"This caller already holds its cap of {self._quota} bytes of stored plans.",
-                retry_after=self._first_expiry(owner),
-            )
-        self._plans.put(name, text, self._ttl if ttl is None else ttl)
-        self._held[owner.id] = self._held.get(owner.id, 0) + len(text)
+        cap = self._caps.plan_bytes
+        if cap is not None:
+            freed = self._plans.weight(owner.id, plan_id)  # a plan replaced frees its bytes
+            self._refuse_past(cap, owner, text_size(text) - freed)
+        self._plans.put(owner.id, plan_id, text, self._ttl if ttl is None else ttl)
 
     async def get_plan(self, owner: Principal, plan_id: str) -> JSONObject | None:
-        stored = self._plans.get(owned(owner, plan_id))
+        stored = self._plans.get(owner.id, plan_id)
         return None if stored is None else decode(stored)
 
     async def claim(
         self, owner: Principal, key: str, fingerprint: str, *, lease_seconds: float
     ) -> ClaimOutcome:
         # No await between the look and the write: in one event loop this is atomic.
-        name = owned(owner, key)
-        stored = self._keys.get(name)
+        stored = self._keys.get(owner.id, key)
         if stored is not None:
             return outcome_of(stored, fingerprint)
         claim = Claimed(owner=owner.id, key=key, fingerprint=fingerprint, token=uuid.uuid4().hex)
-        self._keys.put(name, claim_record(claim), lease_seconds)
-        self._wake(name)  # waiters on a claim whose lease ran out look at the new one
+        self._keys.put(owner.id, key, claim_record(claim), lease_seconds)
+        self._wake(owned(owner, key))  # waiters on a claim whose lease ran out see the new one
         return claim
 
     async def wait(
@@ -198,43 +337,39 @@ class MemoryStore:
             if not isinstance(outcome, InProgress) or deadline.expired:
                 return outcome
             settled = self._settled.setdefault(name, asyncio.Event())
-            try:
-                await asyncio.wait_for(settled.wait(), deadline.remaining())
-            except TimeoutError:
-                return InProgress()
+            # Woken when the key is settled; else it looks at its deadline on the clock again.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(settled.wait(), min(self._poll, deadline.remaining()))
 
     async def complete(
         self, claim: Claimed, response: JSONObject, ttl: float | None = None
     ) -> bool:
-        name = f"{claim.owner}:{claim.key}"
-        stored = self._keys.get(name)
+        stored = self._keys.get(claim.owner, claim.key)
         if stored is not None and stored != claim_record(claim):
             return False
         answer = answered_record(claim, response)
-        self._keys.put(name, answer, self._ttl if ttl is None else ttl)
-        self._wake(name)
+        self._keys.put(claim.owner, claim.key, answer, self._ttl if ttl is None else ttl)
+        self._wake(f"{claim.owner}:{claim.key}")
         return True
 
     async def renew(self, claim: Claimed, lease_seconds: float) -> bool:
-        name = f"{claim.owner}:{claim.key}"
         text = claim_record(claim)
-        if self._keys.get(name) != text:
+        if self._keys.get(claim.owner, claim.key) != text:
             return False
-        self._keys.put(name, text, lease_seconds)
+        self._keys.put(claim.owner, claim.key, text, lease_seconds)
         return True
 
     async def release(self, claim: Claimed) -> None:
-        name = f"{claim.owner}:{claim.key}"
-        if self._keys.get(name) == claim_record(claim):
-            self._keys.delete(name)
-        self._wake(name)
+        if self._keys.get(claim.owner, claim.key) == claim_record(claim):
+            self._keys.delete(claim.owner, claim.key)
+        self._wake(f"{claim.owner}:{claim.key}")
 
     async def cache_get(self, owner: Principal, key: str) -> JSONObject | None:
-        stored = self._cache.get(owned(owner, key))
+        stored = self._cache.get(owner.id, key)
         return None if stored is None else decode(stored)
 
     async def cache_put(self, owner: Principal, key: str, value: JSONObject, ttl: float) -> None:
-        self._cache.put(owned(owner, key), encode(value), ttl)
+        self._cache.put(owner.id, key, encode(value), ttl)
 
     async def ping(self) -> None:
         return None
@@ -250,33 +385,21 @@ class MemoryStore:
             event.set()
         self._settled.clear()
 
-    def _over_quota(self, owner: Principal, name: str, size: int) -> bool:
-        assert self._quota is not None
-        replaced = self._plans.get(name)
-        freed = len(replaced) if replaced is not None else 0
-        if self.held_bytes(owner) - freed + size <= self._quota:
-            return False
-        self._plans.purge_expired()  # plans that ran out free their bytes only when seen
-        return self.held_bytes(owner) - freed + size > self._quota
+    def _map(self, kind: RecordKind) -> FairShareMap[str]:
+        return {"plan": self._plans, "idempotency": self._keys, "cache": self._cache}[kind]
 
-    def _first_expiry(self, owner: Principal) -> float:
-        """Seconds until the owner's oldest plan runs out and frees its bytes."""
-        prefix = f"{owner.id}:"
+    def _refuse_past(self, cap: int, owner: Principal, adding: int) -> None:
+        """Raise TenantQuotaExceeded when `adding` bytes would take the owner's plans past
+        `cap` (plans that ran out are let go first: they free their bytes)."""
+        plans = self._plans
+        if plans.held_bytes(owner.id) + adding <= cap:
+            return
+        plans.purge_expired(owner.id)
+        if plans.held_bytes(owner.id) + adding <= cap:
+            return
+        first = plans.first_expiry(owner.id)
         now = self._clock.now()
-        times = [
-            at
-            for name in self._plans.names()
-            if name.startswith(prefix) and (at := self._plans.expires_at(name)) is not None
-        ]
-        return max(1.0, min(times, default=now + self._ttl) - now)
-
-    def _plan_gone(self, name: str, size: int) -> None:
-        owner_id = name.partition(":")[0]
-        left = self._held.get(owner_id, 0) - size
-        if left > 0:
-            self._held[owner_id] = left
-        else:
-            self._held.pop(owner_id, None)
+        raise quota_exceeded("plan", cap, max(1.0, (first or now + self._ttl) - now))
 
     def _wake(self, name: str) -> None:
         event = self._settled.pop(name, None)

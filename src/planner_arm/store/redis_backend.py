@@ -2,14 +2,18 @@
 
 Keys are `<prefix>:plan:<owner>:<id>`, `<prefix>:idem:<owner>:<key>` and
 `<prefix>:cache:<owner>:<key>` (`<owner>` the principal's id, a hash), each with Redis's own
-expiry (PX). Storing a plan is one script that also keeps the owner's account of plan bytes
-(`<prefix>:held:<owner>`, plan ids by expiry, and `<prefix>:sizes:<owner>`, their sizes) and
-refuses a plan past the owner's cap. An idempotency key is claimed with SET NX PX (one caller
-in all the replicas wins); the others poll it on the injected clock until it holds an answer.
-Answering, renewing and letting go are compare-and-set scripts, so a caller whose lease ran out
-cannot overwrite, extend or delete the claim of the caller who took the key after it. Every
-Redis failure, including a timeout, surfaces as `StoreUnavailable` (`StoreFull` when Redis
-refuses a write for want of memory).
+expiry (PX). Redis runs with `noeviction`, so nothing pushes one owner's records out for
+another's: each owner's bytes of each kind are counted, by the same script that writes the
+record, in an account of its own (`<prefix>:held:<owner>` and `<prefix>:sizes:<owner>` for
+plans, `idem-held`/`idem-sizes` for answers kept for keys, `cache-held`/`cache-sizes` for
+cache entries: record ids by expiry, and their UTF-8 sizes). A plan past the owner's cap is
+refused; an answer or a cache entry past it pushes out the owner's own records nearest their
+end. An idempotency key is claimed with SET NX PX (one caller in all the replicas wins); the
+others poll it on the injected clock until it holds an answer. Answering, renewing and letting
+go are compare-and-set scripts, so a caller whose lease ran out cannot overwrite, extend or
+delete the claim of the caller who took the key after it. Every Redis failure, including a
+timeout, surfaces as `StoreUnavailable` (`StoreFull` when Redis refuses a write for want of
+memory).
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from planner_arm.clock import Clock, Deadline
-from planner_arm.errors import StoreFull, StoreUnavailable, TenantQuotaExceeded
+from planner_arm.errors import StoreFull, StoreUnavailable
 from planner_arm.store.base import (
+    NO_CAPS,
     Claimed,
     ClaimOutcome,
     InProgress,
     JSONObject,
+    OwnerCaps,
     Principal,
     StoreKind,
     answered_record,
@@ -41,17 +47,9 @@ from planner_arm.store.base import (
     milliseconds,
     outcome_of,
     owned,
+    quota_exceeded,
 )
 
-# KEYS[1] the key; ARGV: the claim's text, the answer's text, the TTL in ms.
-_COMPLETE = """
-local current = redis.call('GET', KEYS[1])
-if current == false or current == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  return 1
-end
-return 0
-"""
 # KEYS[1] the key; ARGV[1] the claim's text.
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -66,38 +64,97 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
-# KEYS: the plan, the owner's plan ids by expiry (ms), their sizes (and '#total').
-# ARGV: the plan id, its text, the TTL in ms, the owner's cap in bytes (-1: none).
-# Returns 0 when stored, else the milliseconds until the owner's oldest plan runs out.
-_PUT_PLAN = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
-for _, id in ipairs(gone) do
-  local size = tonumber(redis.call('HGET', KEYS[3], id) or '0')
-  redis.call('HDEL', KEYS[3], id)
-  redis.call('HINCRBY', KEYS[3], '#total', -size)
+# An owner's account of one kind of record: its record ids by expiry (ms, a sorted set) and
+# their sizes in bytes (a hash, with the sum under '#total'). Lua's string.len counts bytes.
+_ACCOUNT = """
+local function now_ms()
+  -- To the microsecond, so records written one after another keep their order.
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
-if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end
-local size = string.len(ARGV[2])
-local old = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')
-local total = tonumber(redis.call('HGET', KEYS[3], '#total') or '0')
-local quota = tonumber(ARGV[4])
-local ttl = tonumber(ARGV[3])
-if quota >= 0 and total - old + size > quota then
+local function size_of(sizes, id) return tonumber(redis.call('HGET', sizes, id) or '0') end
+local function total(sizes) return size_of(sizes, '#total') end
+local function forget(held, sizes, id)
+  redis.call('HINCRBY', sizes, '#total', -size_of(sizes, id))
+  redis.call('HDEL', sizes, id)
+  redis.call('ZREM', held, id)
+end
+local function purge(held, sizes, now)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', held, '-inf', now)) do
+    forget(held, sizes, id)
+  end
+end
+local function account(held, sizes, id, size, now, ttl)
+  redis.call('HINCRBY', sizes, '#total', size - size_of(sizes, id))
+  redis.call('HSET', sizes, id, size)
+  redis.call('ZADD', held, now + ttl, id)
+  local keep = math.max(ttl, redis.call('PTTL', held))
+  redis.call('PEXPIRE', held, keep)
+  redis.call('PEXPIRE', sizes, keep)
+end
+-- The owner's records nearest their end (keys `prefix .. id`) go until `size` more bytes
+-- for `id` fit under `cap`; `id` itself stays.
+local function evict(held, sizes, prefix, id, size, cap)
+  while cap >= 0 and total(sizes) - size_of(sizes, id) + size > cap do
+    local first = redis.call('ZRANGE', held, 0, 1)
+    local victim = first[1]
+    if victim == id then victim = first[2] end
+    if not victim then return end
+    redis.call('DEL', prefix .. victim)
+    forget(held, sizes, victim)
+  end
+end
+"""
+# KEYS: the plan, the owner's plan account (ids by expiry, sizes). ARGV: the plan id, its
+# text, the TTL in ms, the owner's cap in bytes (-1: none).
+# Returns 0 when stored, else the milliseconds until the owner's oldest plan runs out.
+_PUT_PLAN = (
+    _ACCOUNT
+    + """
+local now = now_ms()
+purge(KEYS[2], KEYS[3], now)
+local size, ttl, cap = string.len(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if cap >= 0 and total(KEYS[3]) - size_of(KEYS[3], ARGV[1]) + size > cap then
   local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
   if first[2] then return math.max(1, tonumber(first[2]) - now) end
   return ttl
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
-redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[1], size)
-redis.call('HINCRBY', KEYS[3], '#total', size - old)
-local keep = math.max(ttl, redis.call('PTTL', KEYS[2]))
-redis.call('PEXPIRE', KEYS[2], keep)
-redis.call('PEXPIRE', KEYS[3], keep)
+account(KEYS[2], KEYS[3], ARGV[1], size, now, ttl)
 return 0
 """
+)
+# KEYS: the cache entry, the owner's cache account. ARGV: the entry's id, its text, the TTL
+# in ms, the owner's cap in bytes (-1: none), the prefix of the owner's entry keys.
+_PUT_CACHE = (
+    _ACCOUNT
+    + """
+local now = now_ms()
+purge(KEYS[2], KEYS[3], now)
+local size, ttl = string.len(ARGV[2]), tonumber(ARGV[3])
+evict(KEYS[2], KEYS[3], ARGV[5], ARGV[1], size, tonumber(ARGV[4]))
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
+account(KEYS[2], KEYS[3], ARGV[1], size, now, ttl)
+return 0
+"""
+)
+# KEYS: the idempotency key, the owner's account of answers. ARGV: the claim's text, the
+# answer's text, the TTL in ms, the owner's cap in bytes (-1: none), the prefix of the
+# owner's keys, the key. Only answers are accounted: a claim is small and lives for a lease.
+_COMPLETE = (
+    _ACCOUNT
+    + """
+local current = redis.call('GET', KEYS[1])
+if current ~= false and current ~= ARGV[1] then return 0 end
+local now = now_ms()
+purge(KEYS[2], KEYS[3], now)
+local size, ttl = string.len(ARGV[2]), tonumber(ARGV[3])
+evict(KEYS[2], KEYS[3], ARGV[5], ARGV[6], size, tonumber(ARGV[4]))
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl)
+account(KEYS[2], KEYS[3], ARGV[6], size, now, ttl)
+return 1
+"""
+)
 # A claim finds its key gone between SET NX and GET only when it expires or is let go in that
 # instant; a few more tries settle it.
 _CLAIM_ATTEMPTS = 3
@@ -129,14 +186,14 @@ class RedisStore:
         key_prefix: str,
         poll_interval_seconds: float,
         operation_timeout_seconds: float,
-        owner_quota_bytes: int | None = None,
+        caps: OwnerCaps = NO_CAPS,
     ) -> None:
         """`operation_timeout_seconds` bounds each command whatever the client does inside
-        (a reconnect, a handshake): a frozen Redis costs at most that. `owner_quota_bytes`:
-        the plan bytes one owner may hold (None: no cap)."""
+        (a reconnect, a handshake): a frozen Redis costs at most that. `caps`: what one
+        owner may hold of each kind of record."""
         self._redis = client
         self._operation_timeout = operation_timeout_seconds
-        self._quota = owner_quota_bytes
+        self._caps = caps
         self._clock = clock
         self._ttl = ttl_seconds
         self._prefix = key_prefix
@@ -145,6 +202,7 @@ class RedisStore:
         self._release = client.register_script(_RELEASE)
         self._renew = client.register_script(_RENEW)
         self._put_plan = client.register_script(_PUT_PLAN)
+        self._put_cache = client.register_script(_PUT_CACHE)
 
     @property
     def kind(self) -> StoreKind:
@@ -158,20 +216,13 @@ class RedisStore:
         self, owner: Principal, plan_id: str, record: JSONObject, ttl: float | None = None
     ) -> None:
         px = milliseconds(self._ttl if ttl is None else ttl)
-        keys = [
-            self.key("plan", owned(owner, plan_id)),
-            self.key("held", owner.id),
-            self.key("sizes", owner.id),
-        ]
-        quota = -1 if self._quota is None else self._quota
-        wait_ms = await self._run(
-            self._put_plan(keys=keys, args=[plan_id, encode(record), px, quota])
-        )
+        keys = [self.key("plan", owned(owner, plan_id)), *self._account("plan", owner.id)]
+        cap = self._caps.plan_bytes
+        args: list[str | int] = [plan_id, encode(record), px, -1 if cap is None else cap]
+        wait_ms = await self._run(self._put_plan(keys=keys, args=args))
         if wait_ms:
-            raise TenantQuotaExceeded(
-                f"This caller already holds its cap of {self._quota} bytes of stored plans.",
-                retry_after=int(wait_ms) / 1000,
-            )
+            assert cap is not None  # only a cap refuses
+            raise quota_exceeded("plan", cap, int(wait_ms) / 1000)
 
     async def get_plan(self, owner: Principal, plan_id: str) -> JSONObject | None:
         return await self._get_json(self.key("plan", owned(owner, plan_id)))
@@ -212,9 +263,17 @@ class RedisStore:
         self, claim: Claimed, response: JSONObject, ttl: float | None = None
     ) -> bool:
         px = milliseconds(self._ttl if ttl is None else ttl)
-        args: list[str | int] = [claim_record(claim), answered_record(claim, response), px]
-        done = await self._run(self._complete(keys=[self._idem(claim)], args=args))
-        return bool(done)
+        cap = self._caps.idempotency_bytes
+        args: list[str | int] = [
+            claim_record(claim),
+            answered_record(claim, response),
+            px,
+            -1 if cap is None else cap,
+            self.key("idem", f"{claim.owner}:"),
+            claim.key,
+        ]
+        keys = [self._idem(claim), *self._account("idem", claim.owner)]
+        return bool(await self._run(self._complete(keys=keys, args=args)))
 
     async def renew(self, claim: Claimed, lease_seconds: float) -> bool:
         args: list[str | int] = [claim_record(claim), milliseconds(lease_seconds)]
@@ -227,8 +286,25 @@ class RedisStore:
         return await self._get_json(self.key("cache", owned(owner, key)))
 
     async def cache_put(self, owner: Principal, key: str, value: JSONObject, ttl: float) -> None:
-        name = self.key("cache", owned(owner, key))
-        await self._run(self._redis.set(name, encode(value), px=milliseconds(ttl)))
+        cap = self._caps.cache_bytes
+        args: list[str | int] = [
+            key,
+            encode(value),
+            milliseconds(ttl),
+            -1 if cap is None else cap,
+            self.key("cache", f"{owner.id}:"),
+        ]
+        keys = [self.key("cache", owned(owner, key)), *self._account("cache", owner.id)]
+        await self._run(self._put_cache(keys=keys, args=args))
+
+    def held_key(self, kind: str, owner_id: str) -> str:
+        """The Redis key of an owner's record ids of `kind` (plan, idem, cache) by expiry."""
+        return self.key("held" if kind == "plan" else f"{kind}-held", owner_id)
+
+    def _account(self, kind: str, owner_id: str) -> list[str]:
+        """The owner's account of `kind`: its record ids by expiry, and their sizes."""
+        sizes = self.key("sizes" if kind == "plan" else f"{kind}-sizes", owner_id)
+        return [self.held_key(kind, owner_id), sizes]
 
     async def ping(self) -> None:
         await self._run(self._redis.ping())
