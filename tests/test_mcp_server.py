@@ -9,6 +9,7 @@ import json
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 from typing import Any
 
 import httpx
@@ -79,6 +80,19 @@ async def test_the_tools_carry_the_services_own_schemas() -> None:
         assert set(PlanResponse.model_fields) <= set(plan.outputSchema["properties"])
         assert tools["get_plan"].annotations is not None
         assert tools["get_plan"].annotations.readOnlyHint is True
+
+
+async def test_server_info_names_the_service_and_its_version() -> None:
+    async with served_app() as http:
+        async with (
+            httpx.AsyncClient(transport=http._transport) as client,
+            streamable_http_client(f"{BASE}/mcp", http_client=client) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            result = await session.initialize()
+        health = (await http.get("/health")).json()
+    assert result.serverInfo.name == "planner-arm"
+    assert result.serverInfo.version == health["version"] == version("planner-arm")
 
 
 async def test_plan_answers_the_plan_the_http_api_stores() -> None:
