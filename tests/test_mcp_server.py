@@ -186,6 +186,28 @@ async def test_a_bad_request_is_a_tool_error_and_the_session_goes_on() -> None:
         assert after.isError is False
 
 
+async def test_a_broken_plan_sent_back_is_the_same_tool_error_for_every_tool() -> None:
+    async with served_app() as http, mcp_session(http) as session:
+        made = await session.call_tool("plan", {"request": {"goal": GOAL}})
+        assert made.structuredContent is not None
+        broken = json.loads(json.dumps(made.structuredContent))
+        broken["plan"][0]["acceptance_criteria"] = [""]
+        states = {"1": "completed", "2": "failed"}
+        answers = [
+            await session.call_tool("replan", {"request": {
+                "goal": GOAL, "previous": broken, "step_states": states}}),
+            await session.call_tool("expand_step", {"request": {
+                "goal": GOAL, "previous": broken, "step": 2}}),
+            await session.call_tool("specialize_step", {"request": {
+                "previous": broken, "step": 2}}),
+        ]  # fmt: skip
+    texts = {error_text(result) for result in answers}
+    assert texts == {
+        "invalid_previous: the plan sent back is not one to work on: step 1: no non-empty "
+        "acceptance criterion"
+    }
+
+
 async def test_mcp_is_behind_the_api_keys() -> None:
     settings = make_settings(llm=False, auth={"api_keys": [KEY]})
     async with served_app(settings) as http:
