@@ -537,6 +537,8 @@ def _given_step(row: StepRow, warnings: list[str]) -> PlanStep:
 def _find_cycle(graph: dict[int, list[int]]) -> list[int] | None:
     """One dependency cycle as step numbers, each depending on the next ('1 -> 3 -> 1'),
     starting at its lowest number so the message is stable; None when there is none."""
+    if all(dep < number for number, deps in graph.items() for dep in deps):
+        return None  # each step needs only lower numbers: the usual plan, no graph to build
     try:
         TopologicalSorter(graph).prepare()
     except CycleError as exc:
