@@ -4,7 +4,9 @@
 
 Prints the median and p99 time of parse + normalise + validate + estimate over a set of
 well-formed and malformed answers (the real small-model answers in tests/fixtures among
-them), and of one rule-based fallback plan per goal. Not part of the test suite's pass/fail.
+them), of one rule-based fallback plan per goal, and of the checks a request meets before any
+planning: the one check of a plan sent back (/replan, /plan/expand, /plan/specialize) and the
+nesting scan of a JSON body. Not part of the test suite's pass/fail.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from planner_arm.api.middleware import json_nesting_over
 from planner_arm.config import load_settings
 from planner_arm.pipeline.assembly import assemble_response
 from planner_arm.pipeline.normalise import normalise_plan
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.budget import Spend
+from planner_arm.plan.edited import sent_back_problems
+from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.validation import PlanRules, validate_plan
 from planner_arm.rules.planner import rule_based_plan
 
@@ -134,6 +139,34 @@ def main() -> None:
         all_goals.extend(samples)
         show(goal, samples)
     show("ALL GOALS", all_goals)
+    edge_checks(max(rounds // 10, 20))
+
+
+def chain(size: int) -> list[PlanStep]:
+    """A plan sent back: `size` steps, each after the one before."""
+    return [
+        PlanStep(step=n, action=f"Do part {n} of the work", required_arm="coder",
+                 acceptance_criteria=["Part done", "Result recorded"],
+                 depends_on=[n - 1] if n > 1 else [])
+        for n in range(1, size + 1)
+    ]  # fmt: skip
+
+
+def edge_checks(rounds: int) -> None:
+    print(f"\nchecks before any planning ({rounds} rounds each)")
+    for size in (7, 50, 500):
+        steps = chain(size)
+        show(
+            f"plan sent back, {size} steps",
+            timed(lambda steps=steps: sent_back_problems(steps), rounds),
+        )
+    small = json.dumps({"goal": "g", "context": {"a": [1, 2]}}).encode()
+    plans = json.dumps({"plan": [step.model_dump() for step in chain(500)]}).encode()
+    for name, body in ((f"{len(small)} B body", small), (f"{len(plans) // 1024} KiB body", plans)):
+        show(
+            f"JSON nesting scan, {name}",
+            timed(lambda body=body: json_nesting_over(body, 64), rounds),
+        )
 
 
 if __name__ == "__main__":

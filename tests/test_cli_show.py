@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,61 @@ def test_show_prints_caller_text_as_it_is(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["show", "--file", plan_file(tmp_path, body)], env=WIDE)
     assert result.exit_code == 0, result.output
     assert "Read [bold]docs[/bold] and [/red] notes" in result.output
+
+
+# Model or caller text that would act on a terminal: a colour, a cleared screen, a new window
+# title with its bell, a CSI in C1, a bidi override, and line breaks of every kind.
+ESCAPES = "\x1b[31mred\x1b[0m \x1b[2J\x1b]0;owned\x07 \x9b1m \u202eevil\u202c a\x85b\u2028c\nd"
+
+
+def hostile_answer() -> dict[str, Any]:
+    body = answer(plan_id=f"p-{ESCAPES}")
+    body["plan"][1]["action"] = f"Patch it {ESCAPES}"
+    body["plan"][2]["required_arm"] = f"coder{ESCAPES}"
+    body["metadata"]["model"] = f"model {ESCAPES}"
+    body["metadata"]["warnings"] = [{"code": "llm_unavailable", "detail": f"said {ESCAPES}"}]
+    return body
+
+
+def acts_on_a_terminal(text: str) -> list[str]:
+    """The characters of `text` a terminal would act on rather than show."""
+    kept = {"\n"}  # the drawing's own line ends
+    unseen = set("\u202e\u202c\u2028")  # a bidi override and its end, a line separator
+    return [
+        f"U+{ord(ch):04X}"
+        for ch in text
+        if ch not in kept and (unicodedata.category(ch) == "Cc" or ch in unseen)
+    ]
+
+
+def test_show_prints_no_control_sequence_from_the_plan(tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["show", "--file", plan_file(tmp_path, hostile_answer())], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert acts_on_a_terminal(result.output) == []
+    # What was there is still seen: each as its escape, a line break as a space.
+    lines = result.output.splitlines()
+    (patch,) = [line for line in lines if "Patch it" in line]
+    assert patch.endswith(
+        "Patch it \\u001b[31mred\\u001b[0m \\u001b[2J\\u001b]0;owned\\u0007 \\u009b1m "
+        "\\u202eevil\\u202c a b c d"
+    )
+    assert "warning llm_unavailable: said \\u001b[31mred" in result.output
+    assert lines[0].startswith("plan p-\\u001b[31mred")
+
+
+def test_show_mermaid_prints_no_control_sequence_directive_or_comment(tmp_path: Path) -> None:
+    body = hostile_answer()
+    body["plan"][0]["action"] = '%%{init: {"theme": "dark"}}%% step"] s9 --> s1 %% hidden'
+    path = plan_file(tmp_path, body)
+    result = runner.invoke(cli, ["show", "--mermaid", "--file", path])
+    assert result.exit_code == 0, result.output
+    assert acts_on_a_terminal(result.stdout) == []
+    assert "%" not in result.stdout
+    lines = result.stdout.splitlines()
+    nodes = [int(m.group(1)) for line in lines if (m := NODE.match(line))]
+    edges = sorted((int(m.group(1)), int(m.group(2))) for line in lines if (m := EDGE.match(line)))
+    assert nodes == [1, 2, 3, 4]
+    assert edges == [(1, 2), (1, 3), (2, 4), (3, 4)]
 
 
 NODE = re.compile(r'^    s(\d+)\["(.*)"\]$')

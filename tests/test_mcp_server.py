@@ -9,6 +9,7 @@ import json
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib.metadata import version
 from typing import Any
 
 import httpx
@@ -79,6 +80,19 @@ async def test_the_tools_carry_the_services_own_schemas() -> None:
         assert set(PlanResponse.model_fields) <= set(plan.outputSchema["properties"])
         assert tools["get_plan"].annotations is not None
         assert tools["get_plan"].annotations.readOnlyHint is True
+
+
+async def test_server_info_names_the_service_and_its_version() -> None:
+    async with served_app() as http:
+        async with (
+            httpx.AsyncClient(transport=http._transport) as client,
+            streamable_http_client(f"{BASE}/mcp", http_client=client) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            result = await session.initialize()
+        health = (await http.get("/health")).json()
+    assert result.serverInfo.name == "planner-arm"
+    assert result.serverInfo.version == health["version"] == version("planner-arm")
 
 
 async def test_plan_answers_the_plan_the_http_api_stores() -> None:
@@ -170,6 +184,28 @@ async def test_a_bad_request_is_a_tool_error_and_the_session_goes_on() -> None:
         )
         assert error_text(unknown_step).startswith("plan_not_found: ")
         assert after.isError is False
+
+
+async def test_a_broken_plan_sent_back_is_the_same_tool_error_for_every_tool() -> None:
+    async with served_app() as http, mcp_session(http) as session:
+        made = await session.call_tool("plan", {"request": {"goal": GOAL}})
+        assert made.structuredContent is not None
+        broken = json.loads(json.dumps(made.structuredContent))
+        broken["plan"][0]["acceptance_criteria"] = [""]
+        states = {"1": "completed", "2": "failed"}
+        answers = [
+            await session.call_tool("replan", {"request": {
+                "goal": GOAL, "previous": broken, "step_states": states}}),
+            await session.call_tool("expand_step", {"request": {
+                "goal": GOAL, "previous": broken, "step": 2}}),
+            await session.call_tool("specialize_step", {"request": {
+                "previous": broken, "step": 2}}),
+        ]  # fmt: skip
+    texts = {error_text(result) for result in answers}
+    assert texts == {
+        "invalid_previous: the plan sent back is not one to work on: step 1: no non-empty "
+        "acceptance criterion"
+    }
 
 
 async def test_mcp_is_behind_the_api_keys() -> None:

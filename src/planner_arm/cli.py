@@ -26,6 +26,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from planner_arm.config import ConfigError, Settings, load_settings
+from planner_arm.plan.drawing import shown_text
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 
 if TYPE_CHECKING:  # built lazily: `planner-arm --help` need not load the whole service
@@ -50,14 +51,21 @@ def _err() -> Console:
     return Console(stderr=True)
 
 
+def shown(text: str, style: str = "") -> Text:
+    """Text from a plan, a model or a caller, as the terminal gets it: never read as markup,
+    never as a control sequence (`shown_text`: ESC is printed as `\\u001b`)."""
+    return Text(shown_text(text), style=style)
+
+
 def fail(what: str, error: object, code: int = 1) -> typer.Exit:
     """Say why on stderr; the caller raises the Exit this returns. A service's error already
     names its code; an unauthorized one says how to give the key."""
     said = str(error)
     if getattr(error, "code", None) == "unauthorized":
         said += " (give the service's key with --api-key)"
-    # Escaped: an error may quote a rule such as `^[a-z][a-z0-9_-]{0,31}$`, which is not markup.
-    _err().print(f"[red]{escape(what)}:[/red] {escape(said)}", highlight=False)
+    # Escaped: an error may quote a rule such as `^[a-z][a-z0-9_-]{0,31}$`, which is not markup,
+    # or a caller's text, which may hold control characters.
+    _err().print(f"[red]{escape(what)}:[/red] {escape(shown_text(said))}", highlight=False)
     return typer.Exit(code)
 
 
@@ -127,14 +135,14 @@ def print_plan(response: PlanResponse, title: str, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(response.model_dump(mode="json"), indent=2))
         return
-    table = Table(title=Text(title[:80]), show_lines=False)
+    table = Table(title=shown(title[:80]), show_lines=False)
     for column in ("#", "arm", "action", "after", "tier", "seconds"):
         table.add_column(column)
     for step in response.plan:
         table.add_row(
             str(step.step),
-            step.required_arm,
-            Text(step.action),  # the model's text: printed as it is, never read as markup
+            shown(step.required_arm),
+            shown(step.action),
             ", ".join(map(str, step.depends_on)) or "-",
             str(step.estimated_cost_tier),
             str(step.estimated_duration_seconds),
@@ -143,13 +151,15 @@ def print_plan(response: PlanResponse, title: str, as_json: bool) -> None:
     out.print(table)
     meta = response.metadata
     out.print(
-        f"plan_id={response.plan_id} version={response.version} source={meta.source} "
-        f"model={meta.model} attempts={meta.attempts} confidence={response.confidence} "
-        f"critical_path={response.critical_path_duration}s stages={response.parallel_stages}",
+        shown(
+            f"plan_id={response.plan_id} version={response.version} source={meta.source} "
+            f"model={meta.model} attempts={meta.attempts} confidence={response.confidence} "
+            f"critical_path={response.critical_path_duration}s stages={response.parallel_stages}"
+        ),
         highlight=False,
     )
     for note in meta.warnings:
-        out.print(f"warning {note.code}: {note.detail}", highlight=False)
+        out.print(shown(f"warning {note.code}: {note.detail}"), highlight=False)
 
 
 @cli.command()
@@ -262,9 +272,9 @@ def validate(
     out.print("valid" if answer.valid else "invalid", highlight=False)
     for error in answer.errors:
         where = f"step {error.step}: " if error.step is not None else ""
-        out.print(f"  {error.code}: {where}{error.message}", highlight=False)
+        out.print(shown(f"  {error.code}: {where}{error.message}"), highlight=False)
     for note in answer.warnings:
-        out.print(f"  warning {note.code}: {note.detail}", highlight=False)
+        out.print(shown(f"  warning {note.code}: {note.detail}"), highlight=False)
     raise typer.Exit(0 if answer.valid else 1)
 
 
@@ -385,8 +395,8 @@ def _show_tree(response: PlanResponse) -> Tree:
     on_path = set(critical_path(response.plan))
     meta = response.metadata
     source = "rule-based" if meta.source == "fallback" else meta.source
-    title = Text(f"plan {response.plan_id} · version {response.version} · {response.strategy}")
-    title.append(f" · source {source}" + (f" ({meta.model})" if meta.model else ""))
+    title = shown(f"plan {response.plan_id} · version {response.version} · {response.strategy}")
+    title.append(shown_text(f" · source {source}" + (f" ({meta.model})" if meta.model else "")))
     tree = Tree(title)
     for index, numbers in enumerate(parallel_stages(response.plan), 1):
         branch = tree.add(Text(f"stage {index}", style="bold"))
@@ -394,8 +404,8 @@ def _show_tree(response: PlanResponse) -> Tree:
             step = steps[number]
             mark = "★" if number in on_path else " "
             line = Text(f"{mark} {step.step} ", style="bold red" if mark == "★" else "")
-            line.append(step.required_arm, style="cyan")
-            line.append(f"  {step.action}\n")
+            line.append(shown_text(step.required_arm), style="cyan")
+            line.append(f"  {shown_text(step.action)}\n")
             after = f"after {', '.join(map(str, step.depends_on))} · " if step.depends_on else ""
             line.append(
                 f"{after}{step.estimated_duration_seconds} s · tier {step.estimated_cost_tier}",
@@ -425,7 +435,7 @@ def show_plan(response: PlanResponse) -> None:
     if not response.complete:
         out.print(Text("only the next stage: run it, then /replan for the next one"))
     for note in response.metadata.warnings:
-        out.print(Text(f"warning {note.code}: {note.detail}", style="yellow"))
+        out.print(shown(f"warning {note.code}: {note.detail}", style="yellow"))
 
 
 @cli.command()

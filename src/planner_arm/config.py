@@ -140,6 +140,8 @@ class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
     max_body_bytes: int = Field(64 * 1024, ge=1024)
+    # How deep a JSON body may nest arrays and objects (every route, /mcp too).
+    max_json_depth: int = Field(64, ge=2, le=200)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["auto", "json", "console"] = "auto"
     # Origins a browser may call from; none means no CORS headers at all.

@@ -6,7 +6,9 @@
     │   ├── UnsupportedMediaType      a body that is not declared as JSON
     │   ├── Unauthorized              no valid API key for a planning endpoint
     │   ├── ReplanRejected            a replan that names no step, a finished one, nothing
-    │   │   └── ExpandRejected        an expansion of no step, or of one that cannot be
+    │   │   ├── ExpandRejected        an expansion of no step, or of one that cannot be
+    │   │   └── InvalidPrevious       a plan sent back (/replan, /plan/expand,
+    │   │                             /plan/specialize) that is not one to work on
     │   ├── ReplanLimitReached        the plan's chain has used its replans
     │   ├── BudgetExceeded            no plan fits the caller's budget
     │   ├── PlanNotFound              no stored plan has this id
@@ -78,9 +80,8 @@ class Unauthorized(RequestRejected):
 class ReplanRejected(RequestRejected):
     """422. `code`: unknown_step (a state or mark names no step of the plan), completed_step
     (a completed or running step is marked), inconsistent_step_states (a finished step whose
-    inputs are not finished), nothing_to_replan (nothing failed, nothing marked, no reason),
-    invalid_previous (the plan sent back has repeated numbers, dangling dependencies or a
-    cycle). `errors` lists each problem as {"code", "message", "step"}."""
+    inputs are not finished), nothing_to_replan (nothing failed, nothing marked, no reason).
+    `errors` lists each problem as {"code", "message", "step"}."""
 
     code = "invalid_replan"
 
@@ -244,11 +245,21 @@ class StoreFull(StoreUnavailable):
 
 class ExpandRejected(ReplanRejected):
     """422 from /plan/expand. `code`: unknown_step (the plan has no such step),
-    step_not_expandable (the plan's final check), plan_too_large (no room for a sub-plan),
-    invalid_previous (the plan sent back has repeated numbers, unknown dependencies or a
-    cycle)."""
+    step_not_expandable (the plan's final check), plan_too_large (no room for a sub-plan)."""
 
     code = "invalid_expand"
+
+
+class InvalidPrevious(ReplanRejected):
+    """422 `invalid_previous`: the plan a request about an earlier plan starts from (/replan,
+    /plan/expand, /plan/specialize, sent as `previous` or stored) is not one to work on: an
+    empty action or criterion, a repeated number, a dependency on itself, on a missing step
+    or in a cycle, an arm the request cannot use. `errors` lists each problem with its step."""
+
+    code = "invalid_previous"
+
+    def __init__(self, detail: str, *, errors: list[dict[str, object]]) -> None:
+        super().__init__(detail, code=self.code, errors=errors)
 
 
 # Codes raised with `code=` on a class whose own code is another: their status is the class's.
@@ -258,7 +269,6 @@ _CODES_OF_CLASS: dict[type[PlannerError], tuple[str, ...]] = {
         "completed_step",
         "inconsistent_step_states",
         "nothing_to_replan",
-        "invalid_previous",
     ),
     ExpandRejected: ("step_not_expandable", "plan_too_large"),
     NotReady: ("shutting_down",),

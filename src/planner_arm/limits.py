@@ -31,9 +31,13 @@ class LimitsSettings(_Section):
 
 
 # A tool's id as its platform names it: any printable text (spaces, capitals, parentheses) up
-# to 128 characters, without line breaks or other control characters; matched exactly.
+# to 128 characters, matched exactly. Refused: every control character (Unicode Cc: C0, DEL
+# and C1, NEL among them), the line and paragraph separators U+2028 and U+2029, and the bidi
+# controls (U+061C, U+200E-U+200F, U+202A-U+202E, U+2066-U+2069), which break a log or a prompt
+# line or make an id read as another. Written with \uXXXX escapes, which pydantic's engine,
+# Python's `re` and a JSON Schema reader all understand, so the OpenAPI pattern stays ASCII.
 ARM_ID_MAX_CHARS = 128
-ARM_ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+ARM_ID_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]+$"
 ARM_DESCRIPTION_MAX_CHARS = 2_000
 # What a tool takes or gives (`image`, `text`, `url`, ...): short lower-case type names.
 RESOURCE_PATTERN = r"^[a-z][a-z0-9_.-]{0,39}$"

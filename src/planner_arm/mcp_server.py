@@ -40,7 +40,7 @@ from planner_arm.plan.endpoint_schemas import (
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_for
 from planner_arm.planning.service import PlanService
 from planner_arm.planning.stream import ERROR, PLAN, RESET, STEP, PlanStream, StreamEvent
-from planner_arm.planning.wiring import Service
+from planner_arm.planning.wiring import Service, service_version
 from planner_arm.store.base import ANONYMOUS, Principal
 
 log = structlog.get_logger("planner_arm.mcp_server")
@@ -162,6 +162,9 @@ def build_mcp_server(service: Service) -> FastMCP:
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         log_level="WARNING",
     )
+    # The version `initialize` answers in serverInfo: the service's, as /health says it (the
+    # SDK would name its own). FastMCP takes no version; the low-level server it wraps does.
+    server._mcp_server.version = service_version()
 
     async def plan(request: PlanRequest, ctx: Context[Any, Any, Any]) -> PlanResponse:
         """POST /plan: a validated, executable plan for `request.goal`. With a progressToken,

@@ -69,6 +69,45 @@ async def test_json_with_parameters_or_a_json_suffix_is_accepted(content_type: s
     assert_valid_plan(response.json())
 
 
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize(
+    "path", ["/plan", "/replan", "/plan/validate", "/plan/expand", "/plan/specialize", "/mcp"]
+)
+async def test_a_body_nested_a_thousand_deep_is_a_422_on_every_route(path: str) -> None:
+    # 2 KB: far under the size limit; a parser that recursed into it would fail with a trace.
+    body = '{"goal": "g", "plan_id": "p", "step": 1, "context": {"x": ' + nested(1000) + "}}"
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post(path, content=body, headers=headers)
+    answer = assert_error_body(response, 422, "invalid_request")
+    assert answer["errors"] == [
+        {"code": "json_too_deep", "loc": ["body"],
+         "message": "the JSON body nests arrays and objects more than 64 deep"}
+    ]  # fmt: skip
+
+
+async def test_the_nesting_limit_counts_only_arrays_and_objects_outside_strings() -> None:
+    settings = make_settings(llm=False, server={"max_json_depth": 4})
+    brackets_in_text = '[[[[[[[[ {{{{ ]]]] \\" ]]]]]]'
+    deep = {"a": {"b": {"c": {"d": 1}}}}  # the body, context, a, b, c: five
+    async with running_app(settings) as client:
+        within = await client.post(
+            "/plan", json={"goal": brackets_in_text, "context": {"a": {"b": [1]}}}
+        )
+        over = await client.post("/plan", json={"goal": brackets_in_text, "context": deep})
+        as_text = await client.post(
+            "/plan", content=nested(10), headers={"content-type": "text/plain"}
+        )
+    assert within.status_code == 200, within.text
+    assert within.json()["plan"]
+    assert assert_error_body(over, 422, "invalid_request")["errors"][0]["code"] == "json_too_deep"
+    # A body that is not JSON is refused for that (415), whatever it holds.
+    assert_error_body(as_text, 415, "unsupported_media_type")
+
+
 @pytest.mark.parametrize("bad_id", ["r" * 129, "tab\there"])
 async def test_a_bad_request_id_header_gets_the_answer_the_body_gets(bad_id: str) -> None:
     async with running_app(make_settings(llm=False)) as client:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from typing import Any
 
@@ -114,6 +115,112 @@ async def test_specialize_uses_the_stored_goal_for_the_model(chat_route: respx.R
     assert GOAL["goal"] in prompt["messages"][1]["content"]
 
 
+class ModelByPrompt:
+    """The model for respx: a plan to every planning prompt, an input to every specialize
+    prompt; it keeps what each specialize prompt told it (the JSON line of its user message:
+    goal, constraints, context, the step)."""
+
+    def __init__(self, value: dict[str, Any]) -> None:
+        self.value = value
+        self.specialize_prompts: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        messages = httpx.Response(200, content=request.content).json()["messages"]
+        if messages[0]["content"].startswith("You are the planner"):
+            return answer(good_plan())
+        user = messages[1]["content"]
+        self.specialize_prompts.append(json.loads(user.splitlines()[1]))
+        return answer(self.value)
+
+
+async def test_a_plan_sent_whole_is_specialized_with_its_stored_request(
+    chat_route: respx.Route,
+) -> None:
+    model = ModelByPrompt({"query": "expiry check"})
+    chat_route.side_effect = model
+    context = {"repository": "acme/auth"}
+    async with running_app(make_settings()) as client:
+        plan = (await client.post("/plan", json={**GOAL, "context": context})).json()
+        response = await client.post("/plan/specialize", json={"previous": plan, "step": 1})
+    assert response.status_code == 200, response.text
+    assert response.json()["source"] == "llm"
+    assert response.json()["warnings"] == []
+    (request,) = model.specialize_prompts
+    assert request["goal"] == GOAL["goal"]
+    assert request["constraints"] == GOAL["constraints"]
+    assert request["context"] == context
+
+
+async def test_the_stored_request_wins_over_the_bodys_and_the_body_only_adds(
+    chat_route: respx.Route,
+) -> None:
+    model = ModelByPrompt({"query": "expiry check"})
+    chat_route.side_effect = model
+    async with running_app(make_settings()) as client:
+        plan = (await client.post("/plan", json={**GOAL, "context": {"repo": "acme/auth"}})).json()
+        body = {"step": 1, "goal": "Rewrite the billing service", "constraints": ["Python 3.11"],
+                "context": {"repo": "acme/billing", "ticket": "AUTH-7"}}  # fmt: skip
+        by_id = await client.post("/plan/specialize", json={**body, "plan_id": plan["plan_id"]})
+        sent = await client.post("/plan/specialize", json={**body, "previous": plan})
+    for response in (by_id, sent):
+        assert response.status_code == 200, response.text
+        (note,) = response.json()["warnings"]
+        assert note == {
+            "code": "stored_request_used",
+            "detail": "the stored request's goal and context ['repo'] were used, not the body's",
+        }
+    for request in model.specialize_prompts:
+        assert request["goal"] == GOAL["goal"]
+        assert request["constraints"] == [*GOAL["constraints"], "Python 3.11"]
+        assert request["context"] == {"repo": "acme/auth", "ticket": "AUTH-7"}
+    assert len(model.specialize_prompts) == 2
+
+
+async def test_a_step_the_store_has_as_completed_gets_no_new_input_when_sent_whole(
+    chat_route: respx.Route,
+) -> None:
+    model = ModelByPrompt({"query": "expiry check"})
+    chat_route.side_effect = model
+    async with running_app(make_settings()) as client:
+        plan = (await client.post("/plan", json=GOAL)).json()
+        states = {"1": "completed", "2": "failed"}
+        replan = await client.post(
+            "/replan", json={**GOAL, "plan_id": plan["plan_id"], "step_states": states}
+        )
+        revised = replan.json()
+        # The revision sent back whole, as an orchestrator holds it: nothing in it says step 1
+        # is done; the store does.
+        finished = await client.post("/plan/specialize", json={"previous": revised, "step": 1})
+        pending = await client.post(
+            "/plan/specialize", json={"previous": revised, "step": revised["plan"][-1]["step"]}
+        )
+    assert replan.status_code == 200, replan.text
+    assert revised["plan"][0]["step"] == 1
+    body = assert_error_body(finished, 422, "completed_step")
+    assert "step 1 was reported completed" in body["detail"]
+    assert pending.status_code == 200, pending.text
+    # The model was asked for the pending step's input, never for the finished one's.
+    asked = {request["step"]["step"] for request in model.specialize_prompts}
+    assert asked == {revised["plan"][-1]["step"]}
+
+
+async def test_another_tenants_record_is_never_read() -> None:
+    keys = {"auth": {"api_keys": ["key-one-0123456789", "key-two-9876543210"]}}
+    one = {"authorization": "Bearer key-one-0123456789"}
+    two = {"authorization": "Bearer key-two-9876543210"}
+    async with running_app(make_settings(llm=False, **keys)) as client:
+        plan = (await client.post("/plan", json=GOAL, headers=one)).json()
+        states = {"1": "completed", "2": "failed"}
+        revised = (await client.post("/replan", headers=one, json={
+            **GOAL, "plan_id": plan["plan_id"], "step_states": states})).json()  # fmt: skip
+        own = await client.post("/plan/specialize", headers=one,
+                                json={"previous": revised, "step": 1})  # fmt: skip
+        other = await client.post("/plan/specialize", headers=two,
+                                  json={"previous": revised, "step": 1})  # fmt: skip
+    assert_error_body(own, 422, "completed_step")
+    assert other.status_code == 200, other.text
+
+
 async def test_each_specialize_error() -> None:
     async with running_app(make_settings(llm=False)) as client:
         plan = (await client.post("/plan", json=GOAL)).json()
@@ -150,6 +257,18 @@ async def test_a_store_that_does_not_answer_is_503() -> None:
         response = await client.post("/plan/specialize", json={"plan_id": "p1", "step": 1})
     assert_error_body(response, 503, "store_unavailable")
     assert response.headers["retry-after"]
+
+
+async def test_a_plan_sent_whole_is_specialized_while_the_store_does_not_answer() -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        plan = (await client.post("/plan", json=GOAL)).json()
+    store = {"url": f"redis://127.0.0.1:{closed_port()}/0", "socket_timeout_seconds": 0.2}
+    async with running_app(make_settings(llm=False, store=store)) as client:
+        response = await client.post("/plan/specialize", json={"previous": plan, "step": 1})
+    assert response.status_code == 200, response.text
+    (note,) = response.json()["warnings"]
+    assert note["code"] == "plan_record_unread"
+    assert note["detail"].endswith("only the plan sent was read")
 
 
 async def test_replan_with_specialize_keeps_kept_inputs_and_fills_new_steps() -> None:

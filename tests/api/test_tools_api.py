@@ -117,6 +117,47 @@ async def test_a_bad_tool_set_is_a_clear_422(tools: list[Any], says: str) -> Non
     assert says in response.text
 
 
+# Every character docs/tools.md excludes from an id: C0 and C1 controls (NEL is U+0085), DEL,
+# the line and paragraph separators, and each bidi control.
+NOT_IN_AN_ID = [
+    *map(chr, range(0x20)), "\x7f", *map(chr, range(0x80, 0xA0)), "\u2028", "\u2029",
+    "\u061c", "\u200e", "\u200f", *map(chr, range(0x202A, 0x202F)),
+    *map(chr, range(0x2066, 0x206A)),
+]  # fmt: skip
+
+
+def test_no_control_separator_or_bidi_character_is_part_of_a_tool_id() -> None:
+    from pydantic import ValidationError
+
+    from planner_arm.plan.schemas import PlanRequest
+
+    accepted = []
+    for char in NOT_IN_AN_ID:
+        name = f"search{char}movie"
+        function = {"type": "function", "function": {"name": name, "description": "x"}}
+        for tool in ({"id": name, "description": "x"}, function):
+            try:
+                PlanRequest.model_validate({"goal": GOAL, "tools": [tool]})
+                accepted.append(f"U+{ord(char):04X}")
+            except ValidationError:
+                pass
+        with pytest.raises(ConfigError):
+            load_settings(arms=[{"id": name, "description": "x"}])
+    assert accepted == []
+    # Printable text in any script, spaces and symbols inside, stays an id.
+    for name in ("Image Search (by Image)", "поиск фильма", "映画検索", "a\u00a0b", "price €/$"):
+        PlanRequest.model_validate({"goal": GOAL, "tools": [{"id": name, "description": "x"}]})
+
+
+async def test_a_tool_id_with_a_bidi_override_is_a_clear_422() -> None:
+    tool = {"id": "search\u202emovie", "description": "x"}
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post("/plan", json={"goal": GOAL, "tools": [tool]})
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid_request"
+    assert "tools" in response.json()["detail"]
+
+
 async def test_more_tools_than_allowed_are_refused() -> None:
     tools = [{"id": f"tool {n}", "description": f"does thing {n}"} for n in range(6)]
     settings = make_settings(llm=False, limits={"max_tools": 5})

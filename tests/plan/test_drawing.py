@@ -4,6 +4,7 @@ dependency, never wider than a laptop screen) and the Mermaid text."""
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,7 @@ from planner_arm.plan.drawing import (
     mermaid_flowchart,
     mermaid_text,
     plan_layout,
+    shown_text,
 )
 from planner_arm.plan.estimation import critical_path, critical_path_duration
 from planner_arm.plan.schemas import PlanStep
@@ -196,3 +198,39 @@ def test_mermaid_labels_cannot_break_out_of_their_quotes() -> None:
     assert mermaid_text(hostile) in label
     assert mermaid_text('"<&#`') == "#34;#60;#38;#35;#96;"
     assert not any(EDGE.match(line) for line in text.splitlines())
+
+
+# What a model or a caller may put in a step to act on whoever reads the drawing: a colour, a
+# cleared screen, a terminal title and its bell, an OSC 8 link, a CSI in C1, a bidi override,
+# NEL and the other line breaks, a Mermaid directive and a comment, a closed label.
+HOSTILE = (
+    "Fix \x1b[31mred\x1b[0m \x1b[2J\x1b]0;owned\x07 \x1b]8;;http://x\x1b\\link \x9b1m "
+    "\u202eevil\u202c \u2066iso\u2069 a\x85b\u2028c\u2029d\r\n"
+    '%%{init: {"theme": "dark"}}%% %% comment "] ]; s9-->s1'
+)
+
+
+def test_shown_text_has_no_control_or_bidi_character_left() -> None:
+    shown = shown_text(HOSTILE)
+    assert all(unicodedata.category(ch) != "Cc" for ch in shown)
+    assert not set(shown) & set(
+        "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029"
+    )
+    # Seen, not acted on: each as its escape; line breaks and tabs as a space.
+    assert "Fix \\u001b[31mred\\u001b[0m" in shown
+    assert "\\u009b1m \\u202eevil\\u202c" in shown
+    assert "a b c d" in shown
+    assert shown_text("Run `pytest -q` in a\ttab, naïve café 東京") == (
+        "Run `pytest -q` in a tab, naïve café 東京"
+    )
+
+
+def test_mermaid_has_no_directive_comment_or_control_from_a_steps_text() -> None:
+    text = mermaid_flowchart([step(1, action=HOSTILE), step(2, 1, action="Check it")])
+    lines = text.splitlines()
+    assert "%" not in text  # no %% comment, no %%{init}%% directive
+    assert all(unicodedata.category(ch) != "Cc" for ch in text.replace("\n", ""))
+    nodes = [m for line in lines if (m := NODE.match(line))]
+    assert [m.group(1) for m in nodes] == ["1", "2"]
+    assert [line for line in lines if EDGE.match(line)] == ["  s1 --> s2"]
+    assert "#37;#37;{init: {#34;theme#34;: #34;dark#34;}}#37;#37;" in nodes[0].group(2)

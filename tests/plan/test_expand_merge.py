@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from planner_arm.errors import ExpandRejected
+from planner_arm.errors import ExpandRejected, InvalidPrevious
 from planner_arm.plan.estimation import critical_path_duration, parallel_stages
 from planner_arm.plan.hierarchy import expandable_step, splice, surroundings
 from planner_arm.plan.schemas import PlanStep
@@ -103,6 +103,7 @@ def test_a_plan_that_is_no_dag_is_refused_before_anything_is_planned(edit: dict[
     steps[1].update(edit)
     if edit.get("depends_on") == [3]:
         steps[2]["depends_on"] = [2]
-    with pytest.raises(ExpandRejected) as caught:
+    with pytest.raises(InvalidPrevious) as caught:
         expandable_step([PlanStep(**step) for step in steps], 2, RULES)
     assert caught.value.code == "invalid_previous"
+    assert caught.value.errors[0]["code"] in {"dangling_dependency", "cycle", "duplicate_step"}

@@ -224,6 +224,23 @@ def test_a_cycle_and_too_many_steps_go_back_to_the_model() -> None:
 # --- the rule-based replan ------------------------------------------------------------------
 
 
+def test_a_plan_at_the_step_bound_without_a_final_check_is_replanned_by_rule() -> None:
+    # As long as the bound allows, with no final check of its own (edited, or from another
+    # planner): the one the replan appends is outside the bound, as on /plan.
+    body = previous_plan().model_dump(mode="json")
+    body["plan"] = [
+        {"step": n, "action": f"Carry out part {n} of the fix", "required_arm": "coder",
+         "acceptance_criteria": ["It is done"], "depends_on": [n - 1] if n > 1 else []}
+        for n in range(1, RULES.max_steps + 1)
+    ]  # fmt: skip
+    previous = PlanResponse.model_validate(body)
+    req = ReplanRequest(goal="g", previous=previous, reason="the deadline moved")
+    scope = replan_scope(previous, req, default_max_replans=3)
+    _, merged = rule_based_replan(scope, RULES, RESOLVER)
+    assert len(merged.steps) == RULES.max_steps + 1
+    assert merged.steps[-1].required_arm == "judge"
+
+
 def test_rule_based_replan_diagnoses_and_retries_each_failure() -> None:
     scope = scope_of(step_states=FAILED_2)
     _, merged = rule_based_replan(scope, RULES, RESOLVER)

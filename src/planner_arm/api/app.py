@@ -128,7 +128,11 @@ def create_app(
     install_error_handlers(app)
     # Added innermost first. Outside in: the request id (every later layer and error can use
     # it), the metrics (which then count 413s too), the body limit, then the routes.
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.server.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.server.max_body_bytes,
+        max_json_depth=settings.server.max_json_depth,
+    )
     # What the metrics match a request against when a layer before routing answered it.
     routes = [*app.routes, *(route for router in routers for route in router.routes)]
     app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=routes)

@@ -9,13 +9,13 @@ import re
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from email.message import Message
 from typing import Annotated, Any, Literal, TypedDict
 
 from fastapi import Depends, Request, Response
 from fastapi.routing import APIRoute
 
 from planner_arm.api.auth import KeyRing, RequestRates
+from planner_arm.api.middleware import is_json_media_type
 from planner_arm.api.openapi.responses import MAX_IDEMPOTENCY_KEY_CHARS
 from planner_arm.errors import InvalidIdempotencyKey, NotReady, UnsupportedMediaType
 from planner_arm.metrics import PlannerMetrics
@@ -97,17 +97,6 @@ ReadinessDep = Annotated[Readiness, Depends(get_readiness)]
 PlanningDep = Annotated[Caller, Depends(planning_caller)]
 
 
-def _is_json(content_type: str) -> bool:
-    if content_type == "application/json":  # what nearly every caller sends
-        return True
-    message = Message()
-    message["content-type"] = content_type
-    subtype = message.get_content_subtype()
-    return message.get_content_maintype() == "application" and (
-        subtype == "json" or subtype.endswith("+json")
-    )
-
-
 class JSONBodyRoute(APIRoute):
     """A route whose body must be declared as JSON: anything else is a 415 that says so,
     rather than a 422 about a string that is not an object."""
@@ -117,7 +106,7 @@ class JSONBodyRoute(APIRoute):
 
         async def handle_json(request: Request) -> Response:
             content_type = request.headers.get("content-type", "")
-            if not _is_json(content_type) and await request.body():
+            if not is_json_media_type(content_type) and await request.body():
                 raise UnsupportedMediaType(
                     "The body must be JSON, sent with content-type: application/json "
                     f"(this one was {'sent as ' + content_type if content_type else 'untyped'})."

@@ -1,11 +1,13 @@
-"""Pure-ASGI middleware at the edge: the request id, the body size limit and the HTTP metrics.
+"""Pure-ASGI middleware at the edge: the request id, the body limits and the HTTP metrics.
 
 The request id of every request is taken from `X-Request-ID` (or made), bound to the log
 context and echoed in the answer; a header that breaks the request-id rules gets the same 422
 as the same value in a body's `request_id`, and a body's `request_id` replaces the header's for
 the answer and every log line after it (`use_request_id`). The size limit acts before anything
 parses the body, and counts the bytes actually received, so a chunked body or a lying
-Content-Length cannot get past it.
+Content-Length cannot get past it. So does the nesting limit of a JSON body, for every route
+(/mcp too): a body nested deeper than `server.max_json_depth` is refused with a 422 before a
+parser, a model or a handler recurses into it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from email.message import Message as MediaType
+from itertools import accumulate
 from typing import Any
 
 import structlog
@@ -22,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from planner_arm.api.errors import error_response, invalid_request_response, validation_problems
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.plan.schemas import RequestId
+from planner_arm.plan.schemas import ErrorItem, RequestId
 
 # Label values come from these fixed sets, never from what a client sends.
 METHOD_LABELS = frozenset({"GET", "POST", "HEAD", "OPTIONS"})
@@ -30,10 +34,61 @@ OTHER_METHOD = "other"
 UNMATCHED_ROUTE = "unmatched"
 
 
+def is_json_media_type(content_type: str) -> bool:
+    """Whether a Content-Type declares JSON: application/json or application/<name>+json."""
+    if content_type == "application/json":  # what nearly every caller sends
+        return True
+    media_type = MediaType()
+    media_type["content-type"] = content_type
+    subtype = media_type.get_content_subtype()
+    return media_type.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+
+
+# Every byte but the four brackets, deleted by bytes.translate.
+_NOT_A_BRACKET = bytes(range(256)).translate(None, b"[]{}")
+_OPENING = frozenset(b"[{")
+
+
+def json_nesting_over(body: bytes, limit: int) -> bool:
+    """Whether `body`, read as JSON, nests arrays and objects more than `limit` deep. Brackets
+    inside strings do not count; a body that is not JSON is left to the parser to refuse.
+    Every pass but the last runs in C: the body is never walked byte by byte in Python."""
+    if body.count(b"[") + body.count(b"{") <= limit:  # the usual body: no scan at all
+        return False
+    # Escapes first (an escaped backslash, then an escaped quote, read left to right as a
+    # JSON parser reads them), so every quote left opens or closes a string.
+    unescaped = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside_strings = b"".join(unescaped.split(b'"')[::2])
+    brackets = outside_strings.translate(None, _NOT_A_BRACKET)
+    steps = (1 if byte in _OPENING else -1 for byte in brackets)
+    return any(depth > limit for depth in accumulate(steps))
+
+
+def _content_type(scope: Scope) -> str:
+    for name, value in scope.get("headers", []):
+        if name == b"content-type":
+            return bytes(value).decode("latin-1")
+    return ""
+
+
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    """The body of a POST: at most `max_bytes` (413), and, declared as JSON, nested at most
+    `max_json_depth` deep (422 `invalid_request`, problem `json_too_deep`). Python's JSON
+    parser, pydantic's and the code that walks a parsed body all recurse once per level, so
+    without this a small body nested a thousand deep reaches them as a RecursionError."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, max_json_depth: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.max_json_depth = max_json_depth
+
+    async def _too_deep(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request_id = scope.get("state", {}).get("request_id", "")
+        message = f"the JSON body nests arrays and objects more than {self.max_json_depth} deep"
+        problem = ErrorItem(code="json_too_deep", message=message, loc=["body"])
+        await invalid_request_response(request_id, [problem])(scope, receive, send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         request_id = scope.get("state", {}).get("request_id", "")
@@ -65,6 +120,11 @@ class BodyLimitMiddleware:
                 break
 
         body = b"".join(chunks)
+        if is_json_media_type(_content_type(scope)) and json_nesting_over(
+            body, self.max_json_depth
+        ):
+            await self._too_deep(scope, receive, send)
+            return
         replayed = False
 
         async def replay() -> Message:

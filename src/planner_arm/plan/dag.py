@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from graphlib import CycleError, TopologicalSorter
+from graphlib import TopologicalSorter
 from typing import Protocol
 
 from planner_arm.plan.draft import repair
@@ -82,36 +82,6 @@ def sinks(steps: Sequence[StepLike]) -> list[int]:
     """The steps no other step depends on, in the plan's order."""
     depended_on = {dep for step in steps for dep in step.depends_on}
     return [step.step for step in steps if step.step not in depended_on]
-
-
-def shape_problem(steps: Sequence[PlanStep], arm_ids: Collection[str] | None = None) -> str | None:
-    """Why `steps` (a plan sent back) is not a plan this service can work on: repeated
-    numbers, a dependency on itself or on a step that is not there, a cycle, or an arm that is
-    not configured (when `arm_ids` is given); None when it is one."""
-    unknown = sorted({step.required_arm for step in steps} - set(arm_ids or ()))
-    if arm_ids is not None and unknown:
-        return f"arms {unknown} are not configured here"
-    by_number = {step.step for step in steps}
-    dangling = _dangling(steps, by_number)
-    if dangling:
-        return "; ".join(dangling[:10])
-    if len(by_number) != len(steps):
-        return "step numbers repeat"
-    position = {step.step: index for index, step in enumerate(steps)}
-    try:
-        stable_topological_order([[position[dep] for dep in step.depends_on] for step in steps])
-    except CycleError:
-        return "the dependencies go round in a cycle"
-    return None
-
-
-def _dangling(steps: Sequence[PlanStep], numbers: set[int]) -> list[str]:
-    return [
-        f"step {step.step} depends on {dep}"
-        for step in steps
-        for dep in step.depends_on
-        if dep not in numbers or dep == step.step
-    ]
 
 
 def stable_topological_order(deps: Sequence[Sequence[int]]) -> list[int]:

@@ -8,6 +8,9 @@ rows), so the page is never wider than a laptop screen whatever the plan. Text i
 monospaced font and wrapped here, so a box is as tall as its text and no two boxes overlap.
 An arrow leaves the bottom of the step depended on and ends on the top of the step that
 waits for it; the steps and arrows of the critical path are marked.
+
+Text of the plan (the model's, the caller's) drawn for a terminal or as Mermaid passes
+`shown_text` first: nothing in it reaches a terminal or a Mermaid reader as a command.
 """
 
 from __future__ import annotations
@@ -218,14 +221,34 @@ def _curve(start: tuple[int, int], end: tuple[int, int]) -> str:
     return f"M {x1} {y1} C {x1} {y1 + bend}, {x2} {y2 - bend}, {x2} {y2}"
 
 
+# Printed as one space: what breaks a line, or moves to the next tab stop.
+_LINE_BREAKS = "\t\n\v\f\r\x85\u2028\u2029"
+# The bidi controls: they reorder what a terminal shows after them, so text reads as another.
+_BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_CONTROLS = [chr(code) for code in (*range(0x20), *range(0x7F, 0xA0))]
+_SHOWN = str.maketrans(
+    {ch: f"\\u{ord(ch):04x}" for ch in (*_CONTROLS, *_BIDI_CONTROLS)}
+    | dict.fromkeys(_LINE_BREAKS, " ")
+)
+
+
+def shown_text(text: str) -> str:
+    """`text` safe to print: line breaks and tabs become a space; every other control
+    character (C0, DEL, C1) and every bidi control is written as its `\\uXXXX` escape, so ESC
+    shows as `\\u001b`: no text can move the cursor, recolour or retitle the terminal, ring
+    it, or reorder what is printed after it."""
+    return text.translate(_SHOWN)
+
+
 # Mermaid reads `#<code>;` in a label as that character: the characters that would end the
-# quoted label, start an entity or markup, or be read as HTML are written so.
-_MERMAID_CODES = {ch: f"#{ord(ch)};" for ch in '#"<>&`'}
+# quoted label, start an entity or markup, or be read as HTML are written so, and so is `%`:
+# `%%` starts a comment and `%%{init: ...}%%` a directive wherever it stands in the text.
+_MERMAID_CODES = {ch: f"#{ord(ch)};" for ch in '#"<>&`%'}
 
 
 def mermaid_text(text: str) -> str:
     """`text` safe inside a Mermaid label in double quotes, on one line."""
-    one_line = " ".join(text.split())
+    one_line = " ".join(shown_text(text).split())
     return "".join(_MERMAID_CODES.get(ch, ch) for ch in one_line)
 
 

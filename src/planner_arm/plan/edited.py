@@ -11,17 +11,21 @@ dependencies dropped, values clamped, a missing final check appended; each repai
 in `warnings`, and so are the ones `fix` would make when other problems leave the plan
 invalid. Wrong value types are never guessed at: they stay
 `invalid_step` errors.
+
+A plan sent back (`previous` of /replan, /plan/expand, /plan/specialize) is held to the same
+step checks by `check_sent_back`: the one check every endpoint that starts from an earlier
+plan runs, so none of them works on (or fails on) a plan /plan/validate calls broken.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from graphlib import CycleError, TopologicalSorter
 from typing import Any, TypeGuard
 
-from planner_arm.errors import PlanValidationError
+from planner_arm.errors import InvalidPrevious, PlanValidationError
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.dag import JUDGE_ARM, stable_topological_order
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
@@ -244,7 +248,7 @@ def check_edited_plan(
     if fix:
         mendable = [error for error in errors if error.code in FIXABLE_CODES]
         errors = [error for error in errors if error.code not in FIXABLE_CODES]
-    errors.sort(key=lambda error: (error.position is not None, error.position or 0))
+    errors = _in_plan_order(errors)
     if errors:
         # What `fix` mends is still said: once the rest is corrected, it will be mended.
         warnings += [repair(error.code, error.message) for error in mendable]
@@ -252,6 +256,64 @@ def check_edited_plan(
     if fix:
         return _fixed(rows, rules, warnings)
     return EditCheck(True, [], warnings, _as_given(rows, warnings))
+
+
+# How many problems the detail of an `invalid_previous` names; `errors` lists them all.
+_PROBLEMS_IN_DETAIL = 3
+
+
+def sent_back_problems(
+    steps: Sequence[PlanStep], arm_ids: Collection[str] | None = None
+) -> list[EditError]:
+    """Every problem of `steps`, a plan sent back, by /plan/validate's step checks: an empty
+    action or acceptance criterion, a value out of range, a repeated number, a dependency on
+    itself, on a missing step or in a cycle, and (given `arm_ids`) an arm not among them.
+    Not the rules of a new plan (its length, the final check), which a replanned, expanded,
+    iterative or tool plan may rightly break. Empty when the plan is one to work on."""
+    if not steps:
+        return [EditError("empty_plan", None, "the plan has no steps")]
+    rows = [_row_of(step, position) for position, step in enumerate(steps)]
+    own_arms = dict.fromkeys(step.required_arm for step in steps)
+    known = tuple(own_arms if arm_ids is None else arm_ids)
+    rules = PlanRules(1, len(rows), False, known)
+    return _in_plan_order(_rule_errors(rows, rules, fix=False))
+
+
+def check_sent_back(steps: Sequence[PlanStep], arm_ids: Collection[str] | None = None) -> None:
+    """Raise InvalidPrevious (422 `invalid_previous`) naming each of `sent_back_problems`."""
+    problems = sent_back_problems(steps, arm_ids)
+    if not problems:
+        return
+    detail = "; ".join(problem.message for problem in problems[:_PROBLEMS_IN_DETAIL])
+    more = len(problems) - _PROBLEMS_IN_DETAIL
+    if more > 0:
+        detail += f" (and {more} more, listed in errors)"
+    errors: list[dict[str, object]] = [
+        {"code": problem.code, "step": problem.step, "message": problem.message}
+        for problem in problems
+    ]
+    raise InvalidPrevious(f"the plan sent back is not one to work on: {detail}", errors=errors)
+
+
+def _row_of(step: PlanStep, position: int) -> StepRow:
+    """A step of a typed plan as the checks read a sent one: every field present."""
+    return StepRow(
+        position,
+        number=step.step,
+        action=step.action,
+        arm=step.required_arm,
+        criteria=list(step.acceptance_criteria),
+        deps=list(step.depends_on),
+        cost=step.estimated_cost_tier,
+        duration=step.estimated_duration_seconds,
+        parent=step.parent,
+        input=step.input,
+    )
+
+
+def _in_plan_order(errors: list[EditError]) -> list[EditError]:
+    """The problems of the whole plan first, then each step's in the order sent."""
+    return sorted(errors, key=lambda error: (error.position is not None, error.position or 0))
 
 
 def _resolve_arm_aliases(rows: list[StepRow], resolver: ArmResolver, warnings: list[str]) -> None:
@@ -368,9 +430,15 @@ def _empty_action(row: StepRow, rules: PlanRules, fix: bool) -> tuple[str, str] 
     return None
 
 
+# An unknown arm's message names this many of the known ones (a tool set may hold hundreds).
+_ARMS_NAMED = 12
+
+
 def _unknown_arm(row: StepRow, rules: PlanRules, fix: bool) -> tuple[str, str] | None:
     if row.arm is not None and row.arm not in rules.arm_ids:
-        known = ", ".join(rules.arm_ids)
+        known = ", ".join(rules.arm_ids[:_ARMS_NAMED])
+        if len(rules.arm_ids) > _ARMS_NAMED:
+            known += f", ... ({len(rules.arm_ids)} in all)"
         return ("unknown_arm", f"required_arm {row.arm!r} is not one of {known}")
     return None
 
@@ -382,7 +450,8 @@ def _blank_criteria(row: StepRow, rules: PlanRules, fix: bool) -> tuple[str, str
     if blank == len(row.criteria):
         return ("empty_acceptance_criteria", "no non-empty acceptance criterion")
     if blank and not fix:  # validate_plan drops blank ones beside real ones
-        return ("empty_acceptance_criteria", f"{blank} acceptance criteria are blank")
+        held = "an empty criterion" if blank == 1 else f"{blank} empty criteria"
+        return ("empty_acceptance_criteria", f"acceptance_criteria holds {held}")
     return None
 
 
@@ -468,6 +537,8 @@ def _given_step(row: StepRow, warnings: list[str]) -> PlanStep:
 def _find_cycle(graph: dict[int, list[int]]) -> list[int] | None:
     """One dependency cycle as step numbers, each depending on the next ('1 -> 3 -> 1'),
     starting at its lowest number so the message is stable; None when there is none."""
+    if all(dep < number for number, deps in graph.items() for dep in deps):
+        return None  # each step needs only lower numbers: the usual plan, no graph to build
     try:
         TopologicalSorter(graph).prepare()
     except CycleError as exc:

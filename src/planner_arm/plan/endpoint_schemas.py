@@ -133,9 +133,10 @@ _SPECIALIZE_FIELDS = limited_fields(PlanRequest.limits)
 
 class SpecializeRequest(OfAPlan):
     """Exactly one of `previous` (a whole /plan or /replan answer) and `plan_id` (a stored
-    plan), and the number of the step whose input to fill. `goal`, `constraints` and
-    `context` go to the model as /plan/expand's do; with `plan_id`, those left out are the
-    stored request's."""
+    plan), and the number of the step whose input to fill. The caller's stored record of the
+    plan (by `plan_id`, or `previous.plan_id`) wins: its goal, constraints and context go to
+    the model, the body's constraints and other context keys added; `goal`, `constraints`
+    and `context` alone describe a plan the store does not hold."""
 
     model_config = _closed_with_examples(
         {"plan_id": "5d0c2b0b6c9e4d7f9a0f3e1b2c4d6e8f", "step": 2},
@@ -153,20 +154,20 @@ class SpecializeRequest(OfAPlan):
         None,
         min_length=1,
         max_length=MAX_GOAL_CHARS,
-        description="The plan's goal, for the model; with plan_id the stored request's goal "
-        "is used when this is left out",
+        description="The plan's goal, for the model, when the store holds no record of the "
+        "plan; a stored request's goal wins",
     )
     constraints: list[str] | None = Field(
         None,
         max_length=PlanRequest.limits.max_constraints,
-        description="Rules the input must respect, as /plan takes them; with plan_id the "
-        "stored request's are used when this is left out",
+        description="Rules the input must respect, as /plan takes them; added after a stored "
+        "request's, never replacing them",
         json_schema_extra=_SPECIALIZE_FIELDS["constraints"][1].json_schema_extra,
     )
     context: dict[str, Any] | None = Field(
         None,
-        description="Anything the model should know, as /plan takes it; with plan_id the "
-        "stored request's is used when this is left out",
+        description="Anything the model should know, as /plan takes it; a stored request's "
+        "keys win, the others are added",
     )
     request_id: RequestId | None = None
 

@@ -21,15 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from graphlib import CycleError
 
-from planner_arm.errors import ExpandRejected
+from planner_arm.errors import ExpandRejected, InvalidPrevious
 from planner_arm.plan.dag import (
     JUDGE_ARM,
     ancestors,
     complete_final_check,
     descendants,
-    shape_problem,
     stable_topological_order,
 )
+from planner_arm.plan.edited import check_sent_back
 from planner_arm.plan.schemas import PlanStep, PlanTreeNode
 from planner_arm.plan.validation import PlanRules
 
@@ -156,15 +156,12 @@ def expanded_tree(
 
 
 def expandable_step(steps: Sequence[PlanStep], number: int, rules: PlanRules) -> PlanStep:
-    """The step to expand; ExpandRejected `unknown_step`, `step_not_expandable`, or
-    `invalid_previous` (a plan sent back with repeated numbers, unknown dependencies, a cycle
-    or an arm not configured here)."""
+    """The step to expand; ExpandRejected `unknown_step` or `step_not_expandable`, or
+    InvalidPrevious for a plan sent back that is not one to work on (`check_sent_back`: an
+    empty action or criterion, repeated numbers, unknown dependencies, a cycle, an arm not
+    configured here)."""
     by_number = {step.step: step for step in steps}
-    problem = shape_problem(steps, rules.arm_ids)
-    if problem is not None:
-        raise ExpandRejected(
-            f"the plan to expand is not a valid plan: {problem}", code="invalid_previous"
-        )
+    check_sent_back(steps, rules.arm_ids)
     target = by_number.get(number)
     if target is None:
         raise ExpandRejected(
@@ -250,7 +247,9 @@ def _in_dependency_order(steps: list[PlanStep]) -> list[PlanStep]:
             [[position[dep] for dep in step.depends_on if dep in position] for step in steps]
         )
     except CycleError:
-        raise ExpandRejected(
-            "the plan to expand has a dependency cycle", code="invalid_previous"
+        message = "the dependencies go round in a cycle"
+        raise InvalidPrevious(
+            f"the plan sent back is not one to work on: {message}",
+            errors=[{"code": "cycle", "step": None, "message": message}],
         ) from None
     return [steps[index] for index in order]

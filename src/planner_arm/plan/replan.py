@@ -29,10 +29,10 @@ from planner_arm.plan.dag import (
     JUDGE_COST_TIER,
     JUDGE_CRITERIA,
     JUDGE_DURATION_SECONDS,
-    shape_problem,
     stable_topological_order,
 )
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair, repair_code
+from planner_arm.plan.edited import check_sent_back
 from planner_arm.plan.endpoint_schemas import FINISHED_STATUSES, ReplanRequest, StepState
 from planner_arm.plan.schemas import PlanDiff, PlanResponse, PlanStep
 from planner_arm.plan.validation import (
@@ -96,9 +96,9 @@ def replan_scope(
 ) -> ReplanScope:
     """Check the request against `previous`; raise ReplanLimitReached (409: only for a
     replan that counts toward the limit) or ReplanRejected (422: unknown_step,
-    completed_step, inconsistent_step_states, nothing_to_replan, invalid_previous (a plan sent
-    back with repeated numbers, dangling dependencies or a cycle); an iterative replan with a
-    completed step has something to plan: the next stage).
+    completed_step, inconsistent_step_states, nothing_to_replan) or InvalidPrevious (422: a
+    plan sent back that is not one to work on, `check_sent_back`); an iterative replan with a
+    completed step has something to plan: the next stage.
 
     `replan_count` is the server's own count from the stored chain, when it has one; else the
     previous answer's `replan_count` is trusted.
@@ -112,11 +112,7 @@ def replan_scope(
     if counted and count >= limit:
         raise ReplanLimitReached(count, limit)
 
-    problem = shape_problem(previous.plan, arm_ids)
-    if problem is not None:
-        raise ReplanRejected(
-            f"the plan to replan is not a valid plan: {problem}", code="invalid_previous"
-        )
+    check_sent_back(previous.plan, arm_ids)
     states = _known_states(previous, request)
     _reject_finished_marked(request, states)
     scope = ReplanScope(
@@ -256,13 +252,15 @@ def merge_replan(scope: ReplanScope, draft: DraftPlan, rules: PlanRules) -> Merg
         _drop_self(work[index], index, repairs)
 
     order = _order(work)
+    # The final check appended below is outside the upper bound, as on /plan.
+    bounded = len(work)
     _finish_with_judge(work, order, finished, rules, repairs)
     remaining = len(work)
     # A plan longer than max_steps (hierarchical, expanded) may keep as many steps to do.
     most = max(rules.max_steps, len(scope.previous) - len(finished))
     # And a plan sent back shorter than min_steps may stay as short.
     least = min(rules.min_steps, len(scope.previous))
-    if remaining > most or len(finished) + remaining < least:
+    if bounded > most or len(finished) + remaining < least:
         detail = (
             f"the revised plan has {remaining} steps still to do (at most {most}) "
             f"beside {len(finished)} finished ones (at least {least} in all)"

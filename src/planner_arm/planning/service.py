@@ -38,7 +38,7 @@ from planner_arm.plan.endpoint_schemas import (
     ValidateResponse,
     ValidationProblem,
 )
-from planner_arm.plan.schemas import PlanRequest, PlanResponse
+from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse
 from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.attempts import PlanJob, PlanListener
 from planner_arm.planning.cache import CachingPlanner
@@ -238,9 +238,14 @@ class PlanService:
     async def specialize(
         self, body: SpecializeRequest, request_id: str, *, principal: Principal = ANONYMOUS
     ) -> SpecializeResponse:
-        """One step's input (POST /plan/specialize), of the plan sent or the one stored."""
+        """One step's input (POST /plan/specialize), of the plan sent or the one stored. The
+        principal's record of the plan, whichever way it came, is the authority on what the
+        plan is for and what became of its steps (`specialize_brief`)."""
         records = self._records(principal)
         plan, record = await self._previous(body.previous, body.plan_id, records)
+        unread: list[PlanNote] = []
+        if record is None:  # the plan came whole: what the store knows of it, if anything
+            record, unread = await self._record_of_sent(plan, records)
         stored: dict[str, Any] = (record or {}).get("request") or {}
         state = (stored.get("step_states") or {}).get(str(body.step))
         status = state.get("status") if isinstance(state, dict) else state
@@ -249,14 +254,26 @@ class PlanService:
                 f"step {body.step} was reported {status}: only a pending step gets an input",
                 code="completed_step",
             )
-        brief = SpecializeBrief(
-            body.goal if body.goal is not None else stored.get("goal"),
-            body.constraints if body.constraints is not None else stored.get("constraints", []),
-            body.context if body.context is not None else stored.get("context", {}),
-        )
-        return await self.specializer.one_step(
+        brief, overruled = specialize_brief(body, stored)
+        answer = await self.specializer.one_step(
             plan, body.step, brief, request_id, records.deadline, owner=principal.id
         )
+        if overruled:
+            detail = f"the stored request's {' and '.join(overruled)} were used, not the body's"
+            unread.append(PlanNote(code="stored_request_used", detail=detail))
+        return answer.model_copy(update={"warnings": [*answer.warnings, *unread]})
+
+    async def _record_of_sent(
+        self, plan: PlanResponse, records: Records
+    ) -> tuple[dict[str, Any] | None, list[PlanNote]]:
+        """The principal's record of a plan sent whole, None when the store has none; a store
+        that does not answer costs the record, not the answer (a warning says so)."""
+        try:
+            return await records.get_plan(plan.plan_id), []
+        except StoreUnavailable as error:
+            note_store_failure(self.metrics, "get_plan", error)
+            detail = f"the plan store is unavailable ({error.detail}): only the plan sent was read"
+            return None, [PlanNote(code="plan_record_unread", detail=detail)]
 
     async def get(self, plan_id: str, *, principal: Principal = ANONYMOUS) -> PlanResponse:
         """The principal's stored plan; another principal's id is answered like an unknown
@@ -394,6 +411,30 @@ class PlanService:
             detail = f"the plan store is unavailable ({error.detail})"
             return with_warning(response, "plan_not_stored", detail)
         return response
+
+
+def specialize_brief(
+    body: SpecializeRequest, stored: dict[str, Any]
+) -> tuple[SpecializeBrief, list[str]]:
+    """What the model is told about the whole plan for one step's input, and what of the
+    body's the stored request overruled. A stored request wins: its goal; its constraints,
+    with the body's added after them; its context, with the body's other keys added. The
+    body's fields alone describe a plan the store does not hold."""
+    given_context = body.context or {}
+    if not stored:
+        return SpecializeBrief(body.goal, body.constraints or [], given_context), []
+    brief = SpecializeBrief(
+        stored.get("goal") or body.goal,
+        list(dict.fromkeys([*(stored.get("constraints") or []), *(body.constraints or [])])),
+        {**given_context, **(stored.get("context") or {})},
+    )
+    overruled = []
+    if body.goal not in (None, brief.goal):
+        overruled.append("goal")
+    clashing = sorted(key for key, value in given_context.items() if brief.context[key] != value)
+    if clashing:
+        overruled.append(f"context {clashing}")
+    return brief, overruled
 
 
 def reported_steps(request: ReplanRequest) -> frozenset[int]:

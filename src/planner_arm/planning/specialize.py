@@ -34,6 +34,7 @@ from planner_arm.pipeline.assembly import notes as notes_of
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.budget import Spend
 from planner_arm.plan.dag import ancestors, ancestors_of_each
+from planner_arm.plan.edited import check_sent_back
 from planner_arm.plan.endpoint_schemas import SpecializeResponse
 from planner_arm.plan.inputs import (
     check_input,
@@ -141,8 +142,10 @@ class Specializer:
         *,
         owner: str,
     ) -> SpecializeResponse:
-        """The input of step `number` of `plan` (POST /plan/specialize); RequestRejected
-        `unknown_step` when the plan has no such step."""
+        """The input of step `number` of `plan` (POST /plan/specialize); InvalidPrevious for a
+        plan that is not one to work on (the check /replan and /plan/expand make; any arm),
+        RequestRejected `unknown_step` when the plan has no such step."""
+        check_sent_back(plan.plan)
         by_id = {step.step: step for step in plan.plan}
         step = by_id.get(number)
         if step is None:

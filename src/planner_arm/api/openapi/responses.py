@@ -335,8 +335,8 @@ REPLAN_RESPONSES[422] = error_doc(
     "The body breaks a limit, or the replan names an unknown step (`unknown_step`), marks a "
     "completed one (`completed_step`), has nothing to replan (`nothing_to_replan`), keeps a "
     "finished step whose inputs are unfinished (`inconsistent_step_states`), sends back a "
-    "plan that is not one (`invalid_previous`: repeated numbers, dangling dependencies, a "
-    "cycle, an arm not configured), no plan fits the "
+    "plan that is not one to work on (`invalid_previous`: an empty action or criterion, "
+    "repeated numbers, dangling dependencies, a cycle, an arm not configured), no plan fits the "
     "budget (`budget_exceeded`, with `figures`), or reuses an Idempotency-Key with another "
     "body (`idempotency_key_reused`). `errors` lists each problem.",
     "unknown_step",
@@ -435,8 +435,9 @@ EXPAND_RESPONSES: dict[int | str, dict[str, Any]] = {
     422: error_doc(
         "The body breaks a limit, or names a step the plan does not have (`unknown_step`), "
         "the plan's final check (`step_not_expandable`), a plan with no room for a sub-plan "
-        "(`plan_too_large`), a plan with a dependency cycle or an unknown dependency "
-        "(`invalid_previous`), no expansion fits the budget (`budget_exceeded`, with "
+        "(`plan_too_large`), a plan that is not one to work on (`invalid_previous`: an empty "
+        "action or criterion, a cycle, an unknown dependency), no expansion fits the budget "
+        "(`budget_exceeded`, with "
         "`figures`), or reuses an Idempotency-Key with another body (`idempotency_key_reused`).",
         "unknown_step",
         "the plan has no step 9 (it has steps [1, 2, 3, 4])",
@@ -478,8 +479,9 @@ SPECIALIZE_RESPONSES: dict[int | str, dict[str, Any]] = {
     415: PLAN_RESPONSES[415],
     429: PLAN_RESPONSES[429],
     422: error_doc(
-        "The plan has no such step (`unknown_step`), the stored replan reported the step "
-        "finished (`completed_step`: only a pending step gets an input), or the body is not "
+        "The plan has no such step (`unknown_step`), the stored record of a replan reported "
+        "the step finished (`completed_step`: only a pending step gets an input), the plan "
+        "is not one to work on (`invalid_previous`), or the body is not "
         "valid (`invalid_request`: not exactly one of previous and plan_id, a bad field); "
         "`errors` lists each problem of a bad body.",
         "unknown_step",
