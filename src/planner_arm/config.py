@@ -273,6 +273,13 @@ class ExpansionSettings(Section):
     max_plan_steps: int = Field(50, ge=3, le=500)
 
 
+# Headers that carry a credential: the service's API key, the model's key (OpenAI sends
+# `Authorization`, Azure OpenAI `api-key`), cookies. The instrumentations match each as a
+# regular expression anywhere in a header's name, case-insensitively.
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "cookie")
+SANITIZE_FIELDS_VARIABLE = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS"
+
+
 class TracingSettings(Section):
     """OpenTelemetry traces, set by the standard `OTEL_*` variables. Off unless an OTLP
     endpoint is named: with none, no span is exported, so none is made."""
@@ -286,6 +293,14 @@ class TracingSettings(Section):
     otlp_traces_endpoint: str | None = None
     # OTEL_TRACES_EXPORTER: `otlp` (the default) or `none`.
     exporter: Literal["otlp", "none"] = "otlp"
+    # OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS: headers (regular expressions)
+    # whose captured values are redacted, on top of the credential headers, always redacted.
+    sanitize_fields: list[str] = Field(default_factory=list)
+
+    @property
+    def redacted_headers(self) -> list[str]:
+        """Every header whose captured value a span shows as [REDACTED]."""
+        return list(dict.fromkeys([*CREDENTIAL_HEADERS, *self.sanitize_fields]))
 
     @property
     def traces_url(self) -> str | None:
@@ -420,11 +435,15 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
     "OTEL_EXPORTER_OTLP_ENDPOINT": ("tracing", "otlp_endpoint"),
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": ("tracing", "otlp_traces_endpoint"),
     "OTEL_TRACES_EXPORTER": ("tracing", "exporter"),
+    SANITIZE_FIELDS_VARIABLE: ("tracing", "sanitize_fields"),
 }
+# The flat variables that hold comma-separated lists.
+_LIST_VARIABLES = {"LLM_FALLBACK_MODELS", "PLANNER_API_KEYS", "CORS_ALLOW_ORIGINS"}
+_LIST_VARIABLES |= {SANITIZE_FIELDS_VARIABLE}
 
 
 def _env_value(name: str, raw: str) -> Any:
-    if name in ("LLM_FALLBACK_MODELS", "PLANNER_API_KEYS", "CORS_ALLOW_ORIGINS"):
+    if name in _LIST_VARIABLES:
         return [part.strip() for part in raw.split(",") if part.strip()]
     if name == "LOG_LEVEL":
         return raw.strip().upper()
@@ -484,6 +503,12 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from exc
+
+
+def publish_redacted_headers(tracing: TracingSettings) -> None:
+    """Puts the headers to redact in this process's environment, where the instrumentations
+    read them (the httpx one, which sees the model's key, reads nothing else)."""
+    os.environ[SANITIZE_FIELDS_VARIABLE] = ",".join(tracing.redacted_headers)
 
 
 def default_settings_dict() -> dict[str, Any]:

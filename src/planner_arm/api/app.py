@@ -3,8 +3,8 @@
 The lifespan builds the whole service through the composition root (`build_service`), warms
 the model client, serves it over MCP at /mcp too, yields the typed `State` every request sees,
 and closes what it built. With tracing configured, each request is a server span (the FastAPI
-instrumentation, which continues a caller's `traceparent`), and the spans still buffered are
-exported on the way out.
+instrumentation, which continues a caller's `traceparent`; credential headers redacted), and
+the spans still buffered are exported on the way out.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from planner_arm.api.middleware import (
 from planner_arm.api.openapi.responses import customise_openapi
 from planner_arm.api.routes import build_routers
 from planner_arm.clock import Clock
-from planner_arm.config import Settings, load_settings
+from planner_arm.config import Settings, TracingSettings, load_settings, publish_redacted_headers
 from planner_arm.llm.client import rehearse_model_call
 from planner_arm.logging import configure_logging
 from planner_arm.planning.wiring import build_service, service_metrics, service_version
@@ -62,6 +62,8 @@ def create_app(
     """
     settings = settings or load_settings()
     configure_logging(settings.server.log_level, settings.server.log_format)
+    # Before anything is instrumented: the instrumentations read it when they are set up.
+    publish_redacted_headers(settings.tracing)
     owns_tracing = tracing is None
     tracing = tracing or start_tracing(settings.tracing, service_version())
     metrics = service_metrics(settings, service_version())
@@ -147,12 +149,13 @@ def create_app(
             expose_headers=["X-Request-ID"],
         )
     app.add_middleware(RequestContextMiddleware)
-    _instrument(app, tracing)
+    _instrument(app, tracing, settings.tracing)
     return app
 
 
-def _instrument(app: FastAPI, tracing: Tracing) -> None:
-    """A server span for each request but the probes', outside every middleware."""
+def _instrument(app: FastAPI, tracing: Tracing, settings: TracingSettings) -> None:
+    """A server span for each request but the probes', outside every middleware; the
+    credential headers' values never reach it, whatever headers it is told to capture."""
     if tracing.provider is None:
         return
     # Imported here: an untraced process never loads the instrumentation.
@@ -164,4 +167,5 @@ def _instrument(app: FastAPI, tracing: Tracing) -> None:
         excluded_urls=PROBE_URLS,
         # One span per request: not one more for each chunk of the body sent or received.
         exclude_spans=["receive", "send"],
+        http_capture_headers_sanitize_fields=settings.redacted_headers,
     )
