@@ -8,6 +8,7 @@ settings are built, so a bad value stops start-up with one line that names the f
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -173,14 +174,19 @@ class CircuitSettings(Section):
     max_retry_after_seconds: float = Field(300.0, gt=0, le=86_400)
 
 
+# A key entry that names its tenant: `tenant:key`.
+_TENANT_ENTRY = re.compile(r"^([a-z0-9][a-z0-9_-]{0,31}):(.+)$")
+
+
 class AuthSettings(Section):
     """API keys for the planning endpoints; none configured means no key is asked for.
 
     An entry `tenant:key` names the tenant the key belongs to (`tenant` is 1-32 of a-z, 0-9,
     `_` and `-`): the keys of one tenant share its plans, so a key can be rotated without
-    losing them. A plain `key` is a tenant of its own. Records are filed under a keyed hash of
-    the tenant (or key), never the key itself; `principal_secret` keys that hash (the same on
-    every replica of one store), else a fixed derivation is used."""
+    losing them. A plain `key` is a tenant of its own; a key belongs to one tenant only.
+    Records are filed under a keyed hash of the tenant (or key), never the key itself;
+    `principal_secret` keys that hash (the same on every replica of one store), else a fixed
+    derivation anyone can repeat: so a Redis store with keys needs one."""
 
     api_keys: list[SecretStr] = Field(default_factory=list)
     # A mounted secret: one key a line; blank lines and lines starting with # are skipped.
@@ -203,9 +209,37 @@ class AuthSettings(Section):
         object.__setattr__(self, "api_keys", [*self.api_keys, *from_file])
         return self
 
+    @model_validator(mode="after")
+    def _secrets_sound(self) -> AuthSettings:
+        # Raised at section level so the error line never echoes a key or the secret.
+        secret = self.principal_secret
+        if secret is not None and len(secret.get_secret_value()) < 16:
+            raise ValueError("principal_secret must be 16 or more characters")
+        owners: dict[str, set[str]] = {}
+        for tenant, key in self.key_entries:
+            owners.setdefault(key, set()).add(tenant or "a plain key entry")
+        shared = [sorted(names) for names in owners.values() if len(names) > 1]
+        if shared:
+            raise ValueError(
+                "one API key is listed for more than one tenant ("
+                + "; ".join(" and ".join(names) for names in shared)
+                + "): give each tenant keys of its own"
+            )
+        return self
+
     @property
     def enabled(self) -> bool:
         return bool(self.api_keys)
+
+    @property
+    def key_entries(self) -> list[tuple[str | None, str]]:
+        """Each configured key with its tenant (None for a plain key, its own tenant)."""
+        entries: list[tuple[str | None, str]] = []
+        for configured in self.api_keys:
+            text = configured.get_secret_value().strip()
+            named = _TENANT_ENTRY.match(text)
+            entries.append((named.group(1), named.group(2)) if named else (None, text))
+        return entries
 
 
 class CacheSettings(Section):
@@ -356,6 +390,18 @@ class Settings(BaseSettings):
     def llm_enabled(self) -> bool:
         """A key, or a base URL of a local server that needs none, turns the LLM on."""
         return self.api_key is not None or self.model.base_url is not None
+
+    @model_validator(mode="after")
+    def _principal_secret_with_redis(self) -> Settings:
+        if self.auth.enabled and self.store.url is not None and self.auth.principal_secret is None:
+            raise ValueError(
+                "auth: principal_secret is required when API keys are configured with a Redis "
+                "store: without it the names of the records in Redis derive from the keys "
+                "alone, and a key can be checked against them offline (set "
+                "PLANNER_AUTH__PRINCIPAL_SECRET to a random string of 16 or more characters, "
+                "the same on every replica)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _arms_consistent(self) -> Settings:

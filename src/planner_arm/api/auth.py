@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import math
-import re
 from dataclasses import dataclass, field
 
 from fastapi import Request
@@ -24,9 +23,8 @@ from planner_arm.errors import TooManyRequests, Unauthorized
 from planner_arm.store.base import ANONYMOUS, Principal
 
 # The HMAC key when no `auth.principal_secret` is configured: ids then depend on the keys
-# alone, the same on every replica.
+# alone, the same on every replica (so a Redis store with keys requires a secret).
 _FIXED_DERIVATION = b"planner-arm/principal/v1"
-_TENANT_ENTRY = re.compile(r"^([a-z0-9][a-z0-9_-]{0,31}):(.+)$")
 
 
 def principal_id(secret: bytes, kind: str, name: str) -> str:
@@ -46,14 +44,10 @@ class KeyRing:
         if auth.principal_secret is not None:
             secret = auth.principal_secret.get_secret_value().encode()
         entries = []
-        for configured in auth.api_keys:
-            text = configured.get_secret_value().strip()
-            named = _TENANT_ENTRY.match(text)
-            if named is not None:
-                tenant, key = named.group(1), named.group(2)
+        for tenant, key in auth.key_entries:
+            if tenant is not None:
                 principal = Principal(id=principal_id(secret, "tenant", tenant), tenant=tenant)
             else:
-                key = text
                 principal = Principal(id=principal_id(secret, "key", key))
             entries.append((key.encode(), principal))
         return cls(tuple(entries))
