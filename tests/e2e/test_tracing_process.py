@@ -95,5 +95,6 @@ def test_credentials_never_reach_the_collector_whatever_headers_are_captured(
     assert by_name["POST /plan"].attributes["http.request.header.authorization"] == ["[REDACTED]"]
     reading = by_name["GET /plan/{plan_id}"].attributes
     assert reading["http.request.header.x_api_key"] == ["[REDACTED]"]
+    assert reading["http.response.header.cache_control"] == ["private, no-store"]
     [model_call] = [span for span in spans if span.name == "POST"]
     assert model_call.attributes["http.request.header.authorization"] == ["[REDACTED]"]

@@ -46,6 +46,12 @@ from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_fo
 from planner_arm.planning.stream import PlanStream
 from planner_arm.planning.wiring import service_version
 
+# A stored plan is its caller's: no shared cache keeps it, and a private one keeps it apart
+# for each key (and for the page and the JSON).
+PLAN_READ_HEADERS = {
+    "Cache-Control": "private, no-store",
+    "Vary": "Accept, Authorization, X-API-Key",
+}
 SERVICE_CAPABILITIES = ["planning", "task_decomposition", "dependency_resolution", "arm_selection"]
 SERVICE_COST_TIER = 2
 
@@ -139,8 +145,10 @@ def _planning_router(settings: Settings) -> APIRouter:
         `Accept: text/html`, drawn as a page."""
         plan = await caller.plans.get(plan_id, principal=caller.principal)
         if wants_html(request):
-            return plan_page_response(plan)
-        response.headers["Vary"] = "Accept"
+            page = plan_page_response(plan)
+            page.headers.update(PLAN_READ_HEADERS)
+            return page
+        response.headers.update(PLAN_READ_HEADERS)
         return plan
 
     # The bodies' models are this app's (their limits come from config), so they are set
