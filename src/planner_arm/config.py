@@ -145,6 +145,9 @@ class ServerSettings(Section):
     log_format: Literal["auto", "json", "console"] = "auto"
     # Origins a browser may call from; none means no CORS headers at all.
     cors_allow_origins: list[str] = Field(default_factory=list)
+    # Peers whose X-Forwarded-For / X-Forwarded-Proto name the client (a reverse proxy):
+    # addresses or networks, or "*"; the failed-key limit counts the address they name.
+    forwarded_allow_ips: list[str] = Field(default_factory=lambda: ["127.0.0.1"])
     # On SIGTERM: /ready turns 503, requests in flight get this long to finish.
     drain_seconds: float = Field(15.0, ge=0, le=300)
 
@@ -186,12 +189,17 @@ class AuthSettings(Section):
     losing them. A plain `key` is a tenant of its own; a key belongs to one tenant only.
     Records are filed under a keyed hash of the tenant (or key), never the key itself;
     `principal_secret` keys that hash (the same on every replica of one store), else a fixed
-    derivation anyone can repeat: so a Redis store with keys needs one."""
+    derivation anyone can repeat: so a Redis store with keys needs one. Wrong keys are
+    counted per client address (the last `tracked_addresses`): past `max_failed_keys` within
+    `failed_keys_window_seconds`, the address is refused (429) without checking its key."""
 
     api_keys: list[SecretStr] = Field(default_factory=list)
     # A mounted secret: one key a line; blank lines and lines starting with # are skipped.
     api_keys_file: Path | None = None
     principal_secret: SecretStr | None = None
+    max_failed_keys: int = Field(10, ge=1, le=100_000)
+    failed_keys_window_seconds: float = Field(60.0, gt=0, le=86_400)
+    tracked_addresses: int = Field(10_000, ge=1, le=10_000_000)
 
     @model_validator(mode="after")
     def _read_keys_file(self) -> AuthSettings:
@@ -252,10 +260,11 @@ class CacheSettings(Section):
 
 class TenantSettings(Section):
     """What one principal (an API key, or a tenant's keys) may use, so none crowds out the
-    others. Applied when API keys are configured; without keys there is one anonymous caller
-    and nobody to crowd out."""
+    others. Without keys every caller is the one anonymous principal, and the request rate
+    applies to it: to all of them together."""
 
-    # Planning requests a second, per principal and per replica; 0 turns the limit off.
+    # Planning requests a second, per principal (or for the anonymous caller) and per
+    # replica; 0 turns the limit off.
     requests_per_second: float = Field(20.0, ge=0, le=100_000)
     # Requests a principal may send at once above its rate.
     burst: int = Field(40, ge=1, le=100_000)
@@ -473,6 +482,7 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
     "PLANNER_API_KEYS": ("auth", "api_keys"),
     "PLANNER_API_KEYS_FILE": ("auth", "api_keys_file"),
     "CORS_ALLOW_ORIGINS": ("server", "cors_allow_origins"),
+    "FORWARDED_ALLOW_IPS": ("server", "forwarded_allow_ips"),
     "PLANNER_STORE_URL": ("store", "url"),
     "OPENAI_API_KEY": ("api_key",),
     "LLM_API_KEY": ("api_key",),
@@ -485,7 +495,7 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
 }
 # The flat variables that hold comma-separated lists.
 _LIST_VARIABLES = {"LLM_FALLBACK_MODELS", "PLANNER_API_KEYS", "CORS_ALLOW_ORIGINS"}
-_LIST_VARIABLES |= {SANITIZE_FIELDS_VARIABLE}
+_LIST_VARIABLES |= {"FORWARDED_ALLOW_IPS", SANITIZE_FIELDS_VARIABLE}
 
 
 def _env_value(name: str, raw: str) -> Any:

@@ -14,7 +14,8 @@
     │   ├── InvalidIdempotencyKey     an Idempotency-Key that breaks the rules
     │   ├── IdempotencyInProgress     the key's first request is still planning
     │   └── TooManyRequests           429 with `retry_after`: `rate_limited` (the caller's
-    │                                 request rate) or `tenant_quota_exceeded` (plan bytes held)
+    │       │                         request rate) or `tenant_quota_exceeded` (plan bytes held)
+    │       └── FailedKeysLimited     too many wrong API keys from one client address
     ├── NotReady                      starting (`not_ready`) or draining (`shutting_down`)
     ├── StoreUnavailable              the plan store (Redis) does not answer
     │   └── StoreFull                 Redis refuses writes: out of memory (noeviction)
@@ -220,6 +221,13 @@ class TooManyRequests(RequestRejected):
 
 class TenantQuotaExceeded(TooManyRequests):
     code = "tenant_quota_exceeded"
+
+
+class FailedKeysLimited(TooManyRequests):
+    """429: the client's address sent too many wrong API keys; no key of its is checked
+    until `retry_after` seconds have passed."""
+
+    code = "too_many_failed_keys"
 
 
 class StoreUnavailable(PlannerError):

@@ -307,12 +307,13 @@ def test_api_key_comes_from_an_optional_secret() -> None:
     assert ref == {"name": "llm-credentials", "key": "openai-api-key", "optional": True}
 
 
-def test_the_services_own_api_keys_come_from_an_optional_secret(
+def test_the_services_own_api_keys_come_from_a_required_secret(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The pod listens on 0.0.0.0: without keys, whoever reaches it plans and reads plans.
     assert "value" not in ENV["PLANNER_API_KEYS"]
     ref = ENV["PLANNER_API_KEYS"]["valueFrom"]["secretKeyRef"]
-    assert ref == {"name": "planner-api-keys", "key": "keys", "optional": True}
+    assert ref == {"name": "planner-api-keys", "key": "keys", "optional": False}
     # The variable is the one the service reads: a Secret value "k1,k2" turns the keys on.
     monkeypatch.setenv("PLANNER_API_KEYS", "k1,k2")
     assert [key.get_secret_value() for key in load_settings().auth.api_keys] == ["k1", "k2"]

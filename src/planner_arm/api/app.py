@@ -2,7 +2,8 @@
 
 The lifespan builds the whole service through the composition root (`build_service`), warms
 the model client, serves it over MCP at /mcp too, yields the typed `State` every request sees,
-and closes what it built. With tracing configured, each request is a server span (the FastAPI
+and closes what it built; it warns (`serving_without_keys`) when the service listens beyond
+loopback with no API keys. With tracing configured, each request is a server span (the FastAPI
 instrumentation, which continues a caller's `traceparent`; credential headers redacted), and
 the spans still buffered are exported on the way out.
 """
@@ -20,7 +21,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.telemetry import TelemetryConfig
 from starlette.routing import Route
 
-from planner_arm.api.auth import KeyRing, RequestRates
+from planner_arm.api.auth import KeyCheck, KeyRing, RequestRates, serving_without_keys
 from planner_arm.api.deps import Readiness, State
 from planner_arm.api.errors import install_error_handlers
 from planner_arm.api.mcp import MCP_PATH, MCPEndpoint
@@ -67,9 +68,9 @@ def create_app(
     owns_tracing = tracing is None
     tracing = tracing or start_tracing(settings.tracing, service_version())
     metrics = service_metrics(settings, service_version())
-    keys = KeyRing.from_settings(settings.auth)
-    # A rate per principal where there are several; one anonymous caller has no one to crowd.
-    rates = RequestRates(settings.tenants, clock or Clock()) if keys.enabled else None
+    keys = KeyCheck(KeyRing.from_settings(settings.auth), settings.auth, clock or Clock())
+    # A rate per principal; without keys, the anonymous one's is every caller's together.
+    rates = RequestRates(settings.tenants, clock or Clock())
     readiness = Readiness(metrics, keys, rates)
     mcp = MCPEndpoint()
 
@@ -101,6 +102,15 @@ def create_app(
             store=service.store.kind,
             tracing="otlp" if tracing.enabled else "off",
         )
+        if serving_without_keys(settings):
+            log.warning(
+                "serving_without_keys",
+                host=settings.server.host,
+                reason="no API keys: anyone who reaches this address plans as the one "
+                "anonymous caller and reads its plans",
+                fix="set PLANNER_API_KEYS (or PLANNER_API_KEYS_FILE), or listen on 127.0.0.1",
+                requests_per_second=settings.tenants.requests_per_second,
+            )
         try:
             async with mcp.serving(service):
                 yield State(service=service, readiness=readiness)

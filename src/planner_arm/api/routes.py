@@ -15,6 +15,7 @@ from time import monotonic
 
 from fastapi import APIRouter, Request, Response
 
+from planner_arm.api.auth import serving_without_keys
 from planner_arm.api.deps import (
     JSONBodyRoute,
     PlanningDep,
@@ -42,7 +43,7 @@ from planner_arm.plan.endpoint_schemas import (
     ValidateResponse,
 )
 from planner_arm.plan.inputs import input_schema
-from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_for
+from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse, request_model_for
 from planner_arm.planning.stream import PlanStream
 from planner_arm.planning.wiring import service_version
 
@@ -52,6 +53,11 @@ PLAN_READ_HEADERS = {
     "Cache-Control": "private, no-store",
     "Vary": "Accept, Authorization, X-API-Key",
 }
+SERVING_WITHOUT_KEYS = PlanNote(
+    code="serving_without_keys",
+    detail="No API keys, and the service listens beyond loopback: anyone who reaches it plans "
+    "as the one anonymous caller and reads its plans. Set PLANNER_API_KEYS.",
+)
 SERVICE_CAPABILITIES = ["planning", "task_decomposition", "dependency_resolution", "arm_selection"]
 SERVICE_COST_TIER = 2
 
@@ -230,6 +236,8 @@ async def health(state: StateDep) -> HealthResponse:
         circuits=service.model_health().circuits,
         store=store,
         store_eviction_policy=policy,
+        auth="keys" if settings.auth.enabled else "none",
+        warnings=[SERVING_WITHOUT_KEYS] if serving_without_keys(settings) else [],
     )
 
 
