@@ -161,7 +161,8 @@ def serve(
     from planner_arm.api.app import create_app
     from planner_arm.api.server import build_server
 
-    # Into the settings: the app warns when it listens beyond loopback without keys.
+    # Into the settings: the app warns when it listens beyond loopback without keys, and /mcp
+    # answers to the host it is bound to.
     bind = {name: value for name, value in (("host", host), ("port", port)) if value}
     current = settings(server=bind)
     app = create_app(current)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StringConstraints,
     ValidationError,
     model_validator,
 )
@@ -137,6 +138,11 @@ class Price(Section):
     output_per_million: float = Field(ge=0)
 
 
+# A host name or address as a Host header names it, without a port: `planner.internal`,
+# `10.0.0.7`, `[fd00::7]`.
+HostName = Annotated[str, StringConstraints(pattern=r"^([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])$")]
+
+
 class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
@@ -145,6 +151,9 @@ class ServerSettings(Section):
     log_format: Literal["auto", "json", "console"] = "auto"
     # Origins a browser may call from; none means no CORS headers at all.
     cors_allow_origins: list[str] = Field(default_factory=list)
+    # Host names /mcp answers besides loopback and `host` (each on any port); a request with
+    # another Host, or an Origin of another host, is refused (DNS rebinding).
+    mcp_allowed_hosts: list[HostName] = Field(default_factory=list)
     # Peers whose X-Forwarded-For / X-Forwarded-Proto name the client (a reverse proxy):
     # addresses or networks, or "*"; the failed-key limit counts the address they name.
     forwarded_allow_ips: list[str] = Field(default_factory=lambda: ["127.0.0.1"])
@@ -482,6 +491,7 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
     "PLANNER_API_KEYS": ("auth", "api_keys"),
     "PLANNER_API_KEYS_FILE": ("auth", "api_keys_file"),
     "CORS_ALLOW_ORIGINS": ("server", "cors_allow_origins"),
+    "MCP_ALLOWED_HOSTS": ("server", "mcp_allowed_hosts"),
     "FORWARDED_ALLOW_IPS": ("server", "forwarded_allow_ips"),
     "PLANNER_STORE_URL": ("store", "url"),
     "OPENAI_API_KEY": ("api_key",),
@@ -495,7 +505,7 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
 }
 # The flat variables that hold comma-separated lists.
 _LIST_VARIABLES = {"LLM_FALLBACK_MODELS", "PLANNER_API_KEYS", "CORS_ALLOW_ORIGINS"}
-_LIST_VARIABLES |= {"FORWARDED_ALLOW_IPS", SANITIZE_FIELDS_VARIABLE}
+_LIST_VARIABLES |= {"MCP_ALLOWED_HOSTS", "FORWARDED_ALLOW_IPS", SANITIZE_FIELDS_VARIABLE}
 
 
 def _env_value(name: str, raw: str) -> Any:

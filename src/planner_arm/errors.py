@@ -5,6 +5,8 @@
     │   ├── PayloadTooLarge           body over the configured limit
     │   ├── UnsupportedMediaType      a body that is not declared as JSON
     │   ├── Unauthorized              no valid API key for a planning endpoint
+    │   ├── HostNotAllowed            /mcp with a Host it does not answer to (421)
+    │   ├── OriginNotAllowed          /mcp from a web page of a foreign origin (403)
     │   ├── ReplanRejected            a replan that names no step, a finished one, nothing
     │   │   └── ExpandRejected        an expansion of no step, or of one that cannot be
     │   ├── ReplanLimitReached        the plan's chain has used its replans
@@ -73,6 +75,21 @@ class UnsupportedMediaType(RequestRejected):
 class Unauthorized(RequestRejected):
     code = "unauthorized"
     http_status = 401
+
+
+class HostNotAllowed(RequestRejected):
+    """421: a request to /mcp whose Host is not one the service answers to there (a page
+    reaching it through a DNS name rebound to this address)."""
+
+    code = "host_not_allowed"
+    http_status = 421
+
+
+class OriginNotAllowed(RequestRejected):
+    """403: a request to /mcp sent by a web page of an origin it does not trust."""
+
+    code = "origin_not_allowed"
+    http_status = 403
 
 
 class ReplanRejected(RequestRejected):

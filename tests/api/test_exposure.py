@@ -232,7 +232,7 @@ class NotListening:
 def test_the_bind_address_given_to_serve_is_the_one_the_app_judges(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`serve --host` reaches the settings the app reads (its warning)."""
+    """`serve --host` reaches the settings the app reads (its warning, /mcp's hosts)."""
     from planner_arm.api import server
     from planner_arm.cli import cli
 

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from planner_arm.api.auth import KeyCheck, KeyRing, RequestRates, serving_without_keys
 from planner_arm.api.deps import Readiness, State
 from planner_arm.api.errors import install_error_handlers
-from planner_arm.api.mcp import MCP_PATH, MCPEndpoint
+from planner_arm.api.mcp import MCP_PATH, MCPEndpoint, mcp_transport_security
 from planner_arm.api.middleware import (
     BodyLimitMiddleware,
     HTTPMetricsMiddleware,
@@ -72,7 +72,7 @@ def create_app(
     # A rate per principal; without keys, the anonymous one's is every caller's together.
     rates = RequestRates(settings.tenants, clock or Clock())
     readiness = Readiness(metrics, keys, rates)
-    mcp = MCPEndpoint()
+    mcp = MCPEndpoint(mcp_transport_security(settings.server))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[State]:
