@@ -1,8 +1,10 @@
 # syntax=docker/dockerfile:1
 # planner-arm: build wheels in one stage, install only those wheels in a slim runtime stage.
 #   docker build -t octollm/planner-arm:0.1.0 .
-#   docker run --rm -p 8080:8080 -e OPENAI_API_KEY octollm/planner-arm:0.1.0
+#   docker run --rm -p 127.0.0.1:8080:8080 -e OPENAI_API_KEY octollm/planner-arm:0.1.0
 # Without OPENAI_API_KEY (and without LLM_BASE_URL) the service serves the rule-based planner.
+# It listens on 0.0.0.0 in the container: published beyond the host's loopback, give it
+# PLANNER_API_KEYS too (without keys it logs serving_without_keys and /health says so).
 
 FROM python:3.11-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \

@@ -577,6 +577,8 @@ def start_servers(options: Options, fleet: Fleet) -> Servers:
     stub, stub_url = start_stub(fleet, options.stub)
     print(f"\nstub model {stub_url} (pid {stub.pid}), zero latency")
     env = child_env(OPENAI_BASE_URL=stub_url, OPENAI_API_KEY="sk-bench", LOG_LEVEL="WARNING")
+    # The driver is the one anonymous caller: its request rate would cap what is measured.
+    env["PLANNER_TENANTS__REQUESTS_PER_SECOND"] = "0"
     service, service_port, service_ready = start_server(
         fleet, "service", [sys.executable, "-m", "planner_arm", "serve"], env
     )

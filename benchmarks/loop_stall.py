@@ -133,8 +133,11 @@ class Ticker:
 async def main(steps: int, rounds: int) -> None:
     # A 300-step plan sent whole is larger than the default body limit (64 KiB), and than
     # the default expansion.max_plan_steps (50).
+    # Every request is the one anonymous caller's: no request rate, whatever --rounds asks.
     settings = load_settings(
-        server={"max_body_bytes": 1024 * 1024}, expansion={"max_plan_steps": 500}
+        server={"max_body_bytes": 1024 * 1024},
+        expansion={"max_plan_steps": 500},
+        tenants={"requests_per_second": 0},
     )
     app = create_app(settings)
     ticker = Ticker()
@@ -187,7 +190,10 @@ async def main(steps: int, rounds: int) -> None:
     print(f"slowest /health answer meanwhile: {health_worst * 1000:.1f} ms")
 
 
-CONFIG = "server:\n  max_body_bytes: 1048576\nexpansion:\n  max_plan_steps: 500\n"
+CONFIG = (
+    "server:\n  max_body_bytes: 1048576\nexpansion:\n  max_plan_steps: 500\n"
+    "tenants:\n  requests_per_second: 0\n"
+)
 
 
 def _free_port() -> int:

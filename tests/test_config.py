@@ -205,3 +205,49 @@ def test_the_service_name_defaults_to_planner_arm(monkeypatch: pytest.MonkeyPatc
     assert load_settings().tracing.service_name == "planner-arm"
     monkeypatch.setenv("OTEL_SERVICE_NAME", "planner-eu")
     assert load_settings().tracing.service_name == "planner-eu"
+
+
+def test_keys_with_a_redis_store_need_a_principal_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLANNER_API_KEYS", "acme:k-0123456789")
+    monkeypatch.setenv("PLANNER_STORE_URL", "redis://redis.internal:6379/0")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    said = str(caught.value)
+    assert said.startswith("auth: principal_secret is required when API keys are configured")
+    assert "PLANNER_AUTH__PRINCIPAL_SECRET" in said
+    assert "k-0123456789" not in said
+    # With the secret it starts; without keys, or in memory, none is needed.
+    monkeypatch.setenv("PLANNER_AUTH__PRINCIPAL_SECRET", "s" * 16)
+    assert load_settings().auth.principal_secret is not None
+    monkeypatch.delenv("PLANNER_AUTH__PRINCIPAL_SECRET")
+    assert load_settings(store={"url": None}).auth.enabled
+    monkeypatch.delenv("PLANNER_API_KEYS")
+    assert load_settings().store.url is not None
+
+
+def test_a_short_principal_secret_is_refused_without_being_shown() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(auth={"principal_secret": "tooshort-secret"})
+    assert str(caught.value) == "auth: principal_secret must be 16 or more characters"
+
+
+@pytest.mark.parametrize(
+    ("keys", "tenants"),
+    [
+        (["acme:k-shared-0123", "globex:k-shared-0123"], "acme and globex"),
+        (["k-shared-0123", "globex:k-shared-0123"], "a plain key entry and globex"),
+        (["acme:k-1", "beta:k-shared-0123", "zeta:k-shared-0123"], "beta and zeta"),
+    ],
+)
+def test_one_key_for_two_tenants_stops_start_up(keys: list[str], tenants: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(auth={"api_keys": keys})
+    said = str(caught.value)
+    assert said.startswith(f"auth: one API key is listed for more than one tenant ({tenants})")
+    assert "k-shared" not in said
+
+
+def test_a_key_listed_twice_for_one_tenant_is_one_key() -> None:
+    settings = load_settings(auth={"api_keys": ["acme:k-1", "acme:k-1", "k-2", "k-2"]})
+    entries = [("acme", "k-1"), ("acme", "k-1"), (None, "k-2"), (None, "k-2")]
+    assert settings.auth.key_entries == entries

@@ -13,12 +13,14 @@ from importlib.metadata import version
 from typing import Any
 
 import httpx
+import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import TextContent, TextResourceContents
 
 from planner_arm.api.app import create_app
+from planner_arm.api.mcp import LOOPBACK_HOSTS, mcp_transport_security
 from planner_arm.config import Settings
 from planner_arm.errors import PlanNotFound
 from planner_arm.mcp_server import tool_error_text
@@ -27,7 +29,7 @@ from support.app import make_settings, with_lifespan
 from support.invariants import assert_valid_plan
 
 GOAL = "Fix authentication bug and add tests"
-BASE = "http://planner"
+BASE = "http://localhost:8080"  # a loopback host: what /mcp answers to out of the box
 KEY = "key-one-0123456789"
 TOOLS = {"plan", "replan", "validate_plan", "expand_step", "specialize_step", "get_plan"}
 
@@ -46,13 +48,19 @@ async def served_app(settings: Settings | None = None) -> AsyncIterator[httpx.As
 
 @asynccontextmanager
 async def mcp_session(
-    http: httpx.AsyncClient, key: str | None = None
+    http: httpx.AsyncClient,
+    key: str | None = None,
+    base: str = BASE,
+    origin: str | None = None,
 ) -> AsyncIterator[ClientSession]:
-    """An initialized SDK client session with the app's /mcp, sending `key` if given."""
+    """An initialized SDK client session with the app's /mcp at `base` (its Host), sending
+    `key` and `origin` if given."""
     headers = {"authorization": f"Bearer {key}"} if key else {}
+    if origin is not None:
+        headers["origin"] = origin
     async with (
         httpx.AsyncClient(transport=http._transport, headers=headers) as client,
-        streamable_http_client(f"{BASE}/mcp", http_client=client) as (read, write, _),
+        streamable_http_client(f"{base}/mcp", http_client=client) as (read, write, _),
         ClientSession(read, write) as session,
     ):
         await session.initialize()
@@ -228,6 +236,104 @@ async def test_mcp_is_behind_the_api_keys() -> None:
     # Stateless: no server-to-client stream to open, so a GET is the protocol's 405.
     assert (no_stream.status_code, no_stream.json()["error"]) == (405, "method_not_allowed")
     assert {tool.name for tool in tools} == TOOLS
+
+
+LIST_TOOLS = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+MCP_ACCEPT = {"accept": "application/json, text/event-stream"}
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "error"),
+    [
+        # A page of evil.example whose name now resolves to 127.0.0.1 (DNS rebinding).
+        (
+            {"host": "evil.example:8080", "origin": "http://evil.example:8080"},
+            421,
+            "host_not_allowed",
+        ),
+        ({"host": "evil.example"}, 421, "host_not_allowed"),
+        ({"host": "localhost.evil.example:8080"}, 421, "host_not_allowed"),
+        # A page of another origin calling the loopback address directly.
+        ({"host": "127.0.0.1:8080", "origin": "http://evil.example"}, 403, "origin_not_allowed"),
+        ({"host": "localhost:8080", "origin": "null"}, 403, "origin_not_allowed"),
+        (
+            {"host": "localhost:8080", "origin": "http://localhost.evil.example"},
+            403,
+            "origin_not_allowed",
+        ),
+    ],
+)
+@pytest.mark.parametrize("keys", [[], [KEY]])
+async def test_a_foreign_host_or_origin_is_refused_before_the_key(
+    headers: dict[str, str], status: int, error: str, keys: list[str]
+) -> None:
+    async with served_app(make_settings(llm=False, auth={"api_keys": keys})) as http:
+        sent = {**MCP_ACCEPT, **headers, "authorization": f"Bearer {KEY}"}
+        refused = await http.post("/mcp", json=LIST_TOOLS, headers=sent)
+        # The HTTP API itself is not MCP's to guard: it answers as before.
+        planned = await http.post("/plan", json={"goal": GOAL}, headers=sent)
+    assert refused.status_code == status
+    body = refused.json()
+    assert body["error"] == error
+    assert set(body) == {"error", "detail", "request_id"}
+    assert "evil" not in body["detail"]  # the caller's input is not echoed
+    assert planned.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("base", "origin"),
+    [
+        ("http://127.0.0.1:8080", None),
+        ("http://localhost", "http://localhost:3000"),
+        ("http://[::1]:9000", "http://[::1]:9000"),
+        ("http://127.0.0.1:8080", "https://127.0.0.1"),
+    ],
+)
+async def test_loopback_hosts_and_origins_are_served_out_of_the_box(
+    base: str, origin: str | None
+) -> None:
+    async with served_app() as http, mcp_session(http, base=base, origin=origin) as session:
+        tools = (await session.list_tools()).tools
+    assert {tool.name for tool in tools} == TOOLS
+
+
+async def test_the_configured_and_the_bound_hosts_are_served_too() -> None:
+    server = {
+        "host": "planner.internal",
+        "mcp_allowed_hosts": ["planner-arm.octollm.svc", "10.0.0.7"],
+        "cors_allow_origins": ["https://console.example"],
+    }
+    accepted = [
+        ("http://planner.internal:8080", None),
+        ("http://planner-arm.octollm.svc:8080", "http://planner-arm.octollm.svc:8080"),
+        ("http://10.0.0.7", None),
+        ("http://localhost:8080", "https://console.example"),  # a trusted CORS origin
+    ]
+    async with served_app(make_settings(llm=False, server=server)) as http:
+        for base, origin in accepted:
+            async with mcp_session(http, base=base, origin=origin) as session:
+                assert {tool.name for tool in (await session.list_tools()).tools} == TOOLS
+        other = await http.post(
+            "/mcp", json=LIST_TOOLS, headers={**MCP_ACCEPT, "host": "planner.example:8080"}
+        )
+    assert (other.status_code, other.json()["error"]) == (421, "host_not_allowed")
+
+
+@pytest.mark.parametrize(
+    ("bound", "named"),
+    [
+        ("0.0.0.0", None),  # noqa: S104 (a setting: nothing is bound here)
+        ("::", None),
+        ("127.0.0.1", None),  # loopback is there anyway
+        ("fd00::7", "[fd00::7]"),
+        ("planner.internal", "planner.internal"),
+    ],
+)
+def test_the_bound_host_is_served_unless_it_is_a_wildcard(bound: str, named: str | None) -> None:
+    server = make_settings(llm=False, server={"host": bound}).server
+    hosts = mcp_transport_security(server).allowed_hosts
+    loopback = [form for name in LOOPBACK_HOSTS for form in (name, f"{name}:*")]
+    assert hosts == loopback + ([named, f"{named}:*"] if named else [])
 
 
 def test_an_unexpected_failure_is_named_but_not_shown() -> None:

@@ -78,9 +78,9 @@ def planning_errors() -> tuple[type[Exception], ...]:
     return (ValueError, PlannerError, ServiceSaid)
 
 
-def settings() -> Settings:
+def settings(**overrides: Any) -> Settings:
     try:
-        return load_settings()
+        return load_settings(**overrides)
     except ConfigError as exc:
         raise fail("configuration error", exc, 2) from None
 
@@ -171,10 +171,12 @@ def serve(
     from planner_arm.api.app import create_app
     from planner_arm.api.server import build_server
 
-    current = settings()
+    # Into the settings: the app warns when it listens beyond loopback without keys, and /mcp
+    # answers to the host it is bound to.
+    bind = {name: value for name, value in (("host", host), ("port", port)) if value}
+    current = settings(server=bind)
     app = create_app(current)
-    server = build_server(app, current, host or current.server.host, port or current.server.port)
-    server.run()
+    build_server(app, current).run()
 
 
 @cli.command()

@@ -8,8 +8,9 @@ settings are built, so a bad value stops start-up with one line that names the f
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
@@ -18,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StringConstraints,
     ValidationError,
     model_validator,
 )
@@ -136,6 +138,11 @@ class Price(Section):
     output_per_million: float = Field(ge=0)
 
 
+# A host name or address as a Host header names it, without a port: `planner.internal`,
+# `10.0.0.7`, `[fd00::7]`.
+HostName = Annotated[str, StringConstraints(pattern=r"^([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])$")]
+
+
 class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
@@ -146,6 +153,12 @@ class ServerSettings(Section):
     log_format: Literal["auto", "json", "console"] = "auto"
     # Origins a browser may call from; none means no CORS headers at all.
     cors_allow_origins: list[str] = Field(default_factory=list)
+    # Host names /mcp answers besides loopback and `host` (each on any port); a request with
+    # another Host, or an Origin of another host, is refused (DNS rebinding).
+    mcp_allowed_hosts: list[HostName] = Field(default_factory=list)
+    # Peers whose X-Forwarded-For / X-Forwarded-Proto name the client (a reverse proxy):
+    # addresses or networks, or "*"; the failed-key limit counts the address they name.
+    forwarded_allow_ips: list[str] = Field(default_factory=lambda: ["127.0.0.1"])
     # On SIGTERM: /ready turns 503, requests in flight get this long to finish.
     drain_seconds: float = Field(15.0, ge=0, le=300)
 
@@ -179,19 +192,29 @@ class CircuitSettings(Section):
     max_retry_after_seconds: float = Field(300.0, gt=0, le=86_400)
 
 
+# A key entry that names its tenant: `tenant:key`.
+_TENANT_ENTRY = re.compile(r"^([a-z0-9][a-z0-9_-]{0,31}):(.+)$")
+
+
 class AuthSettings(Section):
     """API keys for the planning endpoints; none configured means no key is asked for.
 
     An entry `tenant:key` names the tenant the key belongs to (`tenant` is 1-32 of a-z, 0-9,
     `_` and `-`): the keys of one tenant share its plans, so a key can be rotated without
-    losing them. A plain `key` is a tenant of its own. Records are filed under a keyed hash of
-    the tenant (or key), never the key itself; `principal_secret` keys that hash (the same on
-    every replica of one store), else a fixed derivation is used."""
+    losing them. A plain `key` is a tenant of its own; a key belongs to one tenant only.
+    Records are filed under a keyed hash of the tenant (or key), never the key itself;
+    `principal_secret` keys that hash (the same on every replica of one store), else a fixed
+    derivation anyone can repeat: so a Redis store with keys needs one. Wrong keys are
+    counted per client address (the last `tracked_addresses`): past `max_failed_keys` within
+    `failed_keys_window_seconds`, the address is refused (429) without checking its key."""
 
     api_keys: list[SecretStr] = Field(default_factory=list)
     # A mounted secret: one key a line; blank lines and lines starting with # are skipped.
     api_keys_file: Path | None = None
     principal_secret: SecretStr | None = None
+    max_failed_keys: int = Field(10, ge=1, le=100_000)
+    failed_keys_window_seconds: float = Field(60.0, gt=0, le=86_400)
+    tracked_addresses: int = Field(10_000, ge=1, le=10_000_000)
 
     @model_validator(mode="after")
     def _read_keys_file(self) -> AuthSettings:
@@ -209,9 +232,37 @@ class AuthSettings(Section):
         object.__setattr__(self, "api_keys", [*self.api_keys, *from_file])
         return self
 
+    @model_validator(mode="after")
+    def _secrets_sound(self) -> AuthSettings:
+        # Raised at section level so the error line never echoes a key or the secret.
+        secret = self.principal_secret
+        if secret is not None and len(secret.get_secret_value()) < 16:
+            raise ValueError("principal_secret must be 16 or more characters")
+        owners: dict[str, set[str]] = {}
+        for tenant, key in self.key_entries:
+            owners.setdefault(key, set()).add(tenant or "a plain key entry")
+        shared = [sorted(names) for names in owners.values() if len(names) > 1]
+        if shared:
+            raise ValueError(
+                "one API key is listed for more than one tenant ("
+                + "; ".join(" and ".join(names) for names in shared)
+                + "): give each tenant keys of its own"
+            )
+        return self
+
     @property
     def enabled(self) -> bool:
         return bool(self.api_keys)
+
+    @property
+    def key_entries(self) -> list[tuple[str | None, str]]:
+        """Each configured key with its tenant (None for a plain key, its own tenant)."""
+        entries: list[tuple[str | None, str]] = []
+        for configured in self.api_keys:
+            text = configured.get_secret_value().strip()
+            named = _TENANT_ENTRY.match(text)
+            entries.append((named.group(1), named.group(2)) if named else (None, text))
+        return entries
 
 
 class CacheSettings(Section):
@@ -224,10 +275,11 @@ class CacheSettings(Section):
 
 class TenantSettings(Section):
     """What one principal (an API key, or a tenant's keys) may use, so none crowds out the
-    others. Applied when API keys are configured; without keys there is one anonymous caller
-    and nobody to crowd out."""
+    others. Without keys every caller is the one anonymous principal, and the request rate
+    applies to it: to all of them together."""
 
-    # Planning requests a second, per principal and per replica; 0 turns the limit off.
+    # Planning requests a second, per principal (or for the anonymous caller) and per
+    # replica; 0 turns the limit off.
     requests_per_second: float = Field(20.0, ge=0, le=100_000)
     # Requests a principal may send at once above its rate.
     burst: int = Field(40, ge=1, le=100_000)
@@ -285,6 +337,13 @@ class ExpansionSettings(Section):
     max_plan_steps: int = Field(50, ge=3, le=500)
 
 
+# Headers that carry a credential: the service's API key, the model's key (OpenAI sends
+# `Authorization`, Azure OpenAI `api-key`), cookies. The instrumentations match each as a
+# regular expression anywhere in a header's name, case-insensitively.
+CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key", "cookie")
+SANITIZE_FIELDS_VARIABLE = "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS"
+
+
 class TracingSettings(Section):
     """OpenTelemetry traces, set by the standard `OTEL_*` variables. Off unless an OTLP
     endpoint is named: with none, no span is exported, so none is made."""
@@ -298,6 +357,14 @@ class TracingSettings(Section):
     otlp_traces_endpoint: str | None = None
     # OTEL_TRACES_EXPORTER: `otlp` (the default) or `none`.
     exporter: Literal["otlp", "none"] = "otlp"
+    # OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SANITIZE_FIELDS: headers (regular expressions)
+    # whose captured values are redacted, on top of the credential headers, always redacted.
+    sanitize_fields: list[str] = Field(default_factory=list)
+
+    @property
+    def redacted_headers(self) -> list[str]:
+        """Every header whose captured value a span shows as [REDACTED]."""
+        return list(dict.fromkeys([*CREDENTIAL_HEADERS, *self.sanitize_fields]))
 
     @property
     def traces_url(self) -> str | None:
@@ -353,6 +420,18 @@ class Settings(BaseSettings):
     def llm_enabled(self) -> bool:
         """A key, or a base URL of a local server that needs none, turns the LLM on."""
         return self.api_key is not None or self.model.base_url is not None
+
+    @model_validator(mode="after")
+    def _principal_secret_with_redis(self) -> Settings:
+        if self.auth.enabled and self.store.url is not None and self.auth.principal_secret is None:
+            raise ValueError(
+                "auth: principal_secret is required when API keys are configured with a Redis "
+                "store: without it the names of the records in Redis derive from the keys "
+                "alone, and a key can be checked against them offline (set "
+                "PLANNER_AUTH__PRINCIPAL_SECRET to a random string of 16 or more characters, "
+                "the same on every replica)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _arms_consistent(self) -> Settings:
@@ -424,6 +503,8 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
     "PLANNER_API_KEYS": ("auth", "api_keys"),
     "PLANNER_API_KEYS_FILE": ("auth", "api_keys_file"),
     "CORS_ALLOW_ORIGINS": ("server", "cors_allow_origins"),
+    "MCP_ALLOWED_HOSTS": ("server", "mcp_allowed_hosts"),
+    "FORWARDED_ALLOW_IPS": ("server", "forwarded_allow_ips"),
     "PLANNER_STORE_URL": ("store", "url"),
     "OPENAI_API_KEY": ("api_key",),
     "LLM_API_KEY": ("api_key",),
@@ -432,11 +513,15 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
     "OTEL_EXPORTER_OTLP_ENDPOINT": ("tracing", "otlp_endpoint"),
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": ("tracing", "otlp_traces_endpoint"),
     "OTEL_TRACES_EXPORTER": ("tracing", "exporter"),
+    SANITIZE_FIELDS_VARIABLE: ("tracing", "sanitize_fields"),
 }
+# The flat variables that hold comma-separated lists.
+_LIST_VARIABLES = {"LLM_FALLBACK_MODELS", "PLANNER_API_KEYS", "CORS_ALLOW_ORIGINS"}
+_LIST_VARIABLES |= {"MCP_ALLOWED_HOSTS", "FORWARDED_ALLOW_IPS", SANITIZE_FIELDS_VARIABLE}
 
 
 def _env_value(name: str, raw: str) -> Any:
-    if name in ("LLM_FALLBACK_MODELS", "PLANNER_API_KEYS", "CORS_ALLOW_ORIGINS"):
+    if name in _LIST_VARIABLES:
         return [part.strip() for part in raw.split(",") if part.strip()]
     if name == "LOG_LEVEL":
         return raw.strip().upper()
@@ -496,6 +581,12 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from exc
+
+
+def publish_redacted_headers(tracing: TracingSettings) -> None:
+    """Puts the headers to redact in this process's environment, where the instrumentations
+    read them (the httpx one, which sees the model's key, reads nothing else)."""
+    os.environ[SANITIZE_FIELDS_VARIABLE] = ",".join(tracing.redacted_headers)
 
 
 def default_settings_dict() -> dict[str, Any]:

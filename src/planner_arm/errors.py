@@ -5,6 +5,8 @@
     │   ├── PayloadTooLarge           body over the configured limit
     │   ├── UnsupportedMediaType      a body that is not declared as JSON
     │   ├── Unauthorized              no valid API key for a planning endpoint
+    │   ├── HostNotAllowed            /mcp with a Host it does not answer to (421)
+    │   ├── OriginNotAllowed          /mcp from a web page of a foreign origin (403)
     │   ├── ReplanRejected            a replan that names no step, a finished one, nothing
     │   │   ├── ExpandRejected        an expansion of no step, or of one that cannot be
     │   │   └── InvalidPrevious       a plan sent back (/replan, /plan/expand,
@@ -17,7 +19,8 @@
     │   ├── IdempotencyInProgress     409 with `retry_after`: the key's first request is
     │   │                             still planning when this one's deadline comes
     │   └── TooManyRequests           429 with `retry_after`: `rate_limited` (the caller's
-    │                                 request rate) or `tenant_quota_exceeded` (plan bytes held)
+    │       │                         request rate) or `tenant_quota_exceeded` (plan bytes held)
+    │       └── FailedKeysLimited     too many wrong API keys from one client address
     ├── NotReady                      starting (`not_ready`) or draining (`shutting_down`)
     ├── StoreUnavailable              the plan store (Redis) does not answer
     │   └── StoreFull                 Redis refuses writes: out of memory (noeviction)
@@ -75,6 +78,21 @@ class UnsupportedMediaType(RequestRejected):
 class Unauthorized(RequestRejected):
     code = "unauthorized"
     http_status = 401
+
+
+class HostNotAllowed(RequestRejected):
+    """421: a request to /mcp whose Host is not one the service answers to there (a page
+    reaching it through a DNS name rebound to this address)."""
+
+    code = "host_not_allowed"
+    http_status = 421
+
+
+class OriginNotAllowed(RequestRejected):
+    """403: a request to /mcp sent by a web page of an origin it does not trust."""
+
+    code = "origin_not_allowed"
+    http_status = 403
 
 
 class ReplanRejected(RequestRejected):
@@ -229,6 +247,13 @@ class TooManyRequests(RequestRejected):
 
 class TenantQuotaExceeded(TooManyRequests):
     code = "tenant_quota_exceeded"
+
+
+class FailedKeysLimited(TooManyRequests):
+    """429: the client's address sent too many wrong API keys; no key of its is checked
+    until `retry_after` seconds have passed."""
+
+    code = "too_many_failed_keys"
 
 
 class StoreUnavailable(PlannerError):

@@ -151,15 +151,20 @@ async def plan_with_progress(
     raise PlannerError("the plan stream ended without a plan", code="internal_error")
 
 
-def build_mcp_server(service: Service) -> FastMCP:
-    """The MCP server of `service`, its request models with this service's limits."""
+def build_mcp_server(
+    service: Service, *, transport_security: TransportSecuritySettings | None = None
+) -> FastMCP:
+    """The MCP server of `service`, its request models with this service's limits.
+
+    `transport_security`: the Host and Origin values its HTTP transport accepts (api/mcp.py);
+    None, the SDK's own: loopback only."""
     server = PlannerMCP(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
         # The app's route at /mcp is the endpoint: the API keys guard it, as the HTTP API.
         streamable_http_path="/",
         stateless_http=True,  # any replica answers any call: no session lives in a process
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        transport_security=transport_security,
         log_level="WARNING",
     )
     # The version `initialize` answers in serverInfo: the service's, as /health says it (the

@@ -45,7 +45,8 @@ async def test_a_browser_gets_the_plan_drawn(chat_route: respx.Route, accept: st
     assert page.headers["content-type"].startswith("text/html")
     assert "script-src" not in page.headers["content-security-policy"]  # none at all
     assert "default-src 'none'" in page.headers["content-security-policy"]
-    assert page.headers["vary"] == "Accept"
+    assert page.headers["vary"] == "Accept, Authorization, X-API-Key"
+    assert page.headers["cache-control"] == "private, no-store"
     text = page.text
     for step in body["plan"]:
         assert html.escape(step["action"], quote=False) in text
@@ -78,7 +79,8 @@ async def test_anyone_else_still_gets_json(chat_route: respx.Route, accept: str 
     assert fetched.status_code == 200
     assert fetched.headers["content-type"] == "application/json"
     assert fetched.json() == body
-    assert fetched.headers["vary"] == "Accept"
+    assert fetched.headers["vary"] == "Accept, Authorization, X-API-Key"
+    assert fetched.headers["cache-control"] == "private, no-store"
 
 
 async def test_model_text_is_shown_as_text_never_as_markup(chat_route: respx.Route) -> None:

@@ -19,6 +19,8 @@ KEY_A = "key-a-0123456789abcdef"
 KEY_B = "key-b-0123456789abcdef"
 A = {"X-API-Key": KEY_A}
 B = {"Authorization": f"Bearer {KEY_B}"}
+# A Redis store with keys needs one; the same for every replica.
+SECRET = "tenants-test-principal-secret"
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -51,7 +53,11 @@ def without_ids(body: dict[str, Any], plan_id: str) -> dict[str, Any]:
 async def test_another_callers_plan_answers_like_an_unknown_one(
     store_section: dict[str, Any],
 ) -> None:
-    settings = make_settings(llm=False, auth={"api_keys": [KEY_A, KEY_B]}, store=store_section)
+    settings = make_settings(
+        llm=False,
+        auth={"principal_secret": SECRET, "api_keys": [KEY_A, KEY_B]},
+        store=store_section,
+    )
     async with running_app(settings) as client:
         mine = (await client.post("/plan", json=GOAL, headers=A)).json()
         plan_id = mine["plan_id"]
@@ -81,7 +87,11 @@ async def test_another_callers_plan_answers_like_an_unknown_one(
 async def test_an_idempotency_key_is_each_callers_own(
     store_section: dict[str, Any],
 ) -> None:
-    settings = make_settings(llm=False, auth={"api_keys": [KEY_A, KEY_B]}, store=store_section)
+    settings = make_settings(
+        llm=False,
+        auth={"principal_secret": SECRET, "api_keys": [KEY_A, KEY_B]},
+        store=store_section,
+    )
     key = {"Idempotency-Key": "order-42"}
     async with running_app(settings) as client:
         first = await client.post("/plan", json=GOAL, headers={**A, **key})
@@ -101,7 +111,9 @@ async def test_a_cache_hit_never_hands_one_caller_anothers_plan(
     chat_route: respx.Route, store_section: dict[str, Any]
 ) -> None:
     chat_route.side_effect = lambda request: answer(good_plan())
-    settings = make_settings(auth={"api_keys": [KEY_A, KEY_B]}, store=store_section)
+    settings = make_settings(
+        auth={"principal_secret": SECRET, "api_keys": [KEY_A, KEY_B]}, store=store_section
+    )
     async with running_app(settings) as client:
         mine = (await client.post("/plan", json=GOAL, headers=A)).json()
         theirs = (await client.post("/plan", json=GOAL, headers=B)).json()
@@ -114,7 +126,11 @@ async def test_a_cache_hit_never_hands_one_caller_anothers_plan(
 
 async def test_keys_of_one_tenant_share_its_plans(store_section: dict[str, Any]) -> None:
     old, new = "acme:old-key-0123456789", "acme:new-key-0123456789"
-    settings = make_settings(llm=False, auth={"api_keys": [old, new, KEY_B]}, store=store_section)
+    settings = make_settings(
+        llm=False,
+        auth={"principal_secret": SECRET, "api_keys": [old, new, KEY_B]},
+        store=store_section,
+    )
     async with running_app(settings) as client:
         planned = await client.post("/plan", json=GOAL, headers={"X-API-Key": "old-key-0123456789"})
         plan_id = planned.json()["plan_id"]
@@ -131,7 +147,7 @@ async def test_keys_of_one_tenant_share_its_plans(store_section: dict[str, Any])
 async def test_each_caller_has_its_own_request_rate(fake_clock: FakeClock) -> None:
     settings = make_settings(
         llm=False,
-        auth={"api_keys": [KEY_A, KEY_B]},
+        auth={"principal_secret": SECRET, "api_keys": [KEY_A, KEY_B]},
         tenants={"requests_per_second": 1, "burst": 2},
     )
     async with running_app(settings, fake_clock) as client:
@@ -153,7 +169,7 @@ async def test_a_caller_past_its_cap_of_plan_bytes_is_refused(
 ) -> None:
     settings = make_settings(
         llm=False,
-        auth={"api_keys": [KEY_A, KEY_B]},
+        auth={"principal_secret": SECRET, "api_keys": [KEY_A, KEY_B]},
         tenants={"max_plan_bytes": 12_000},
         store=store_section,
     )
@@ -178,7 +194,7 @@ async def test_no_key_reaches_the_metrics_or_the_logs(
 ) -> None:
     settings = make_settings(
         llm=False,
-        auth={"api_keys": [KEY_A, f"acme:{KEY_B}"]},
+        auth={"principal_secret": SECRET, "api_keys": [KEY_A, f"acme:{KEY_B}"]},
         tenants={"requests_per_second": 1, "burst": 1},
         store=store_section,
     )

@@ -11,7 +11,8 @@ import pytest
 import respx
 from opentelemetry.trace import SpanKind, StatusCode
 
-from support.app import FakeClock, answer, good_plan, make_settings, running_app
+from planner_arm.config import SANITIZE_FIELDS_VARIABLE
+from support.app import TEST_KEY, FakeClock, answer, good_plan, make_settings, running_app
 from support.stub_model import DEFAULT_MODEL
 from support.tracing import (
     CALLER_SPAN_ID,
@@ -155,3 +156,47 @@ async def test_log_lines_of_a_traced_request_name_its_span(
     # Logged after the failed call's span ended: the line belongs to the request's span.
     assert lines["llm_call_failed"]["span_id"] == span_id(request)
     assert span_id(first) != span_id(request)
+
+
+CAPTURE_VARIABLES = [
+    f"OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_{side}"
+    for side in ("SERVER_REQUEST", "SERVER_RESPONSE", "CLIENT_REQUEST", "CLIENT_RESPONSE")
+]
+SERVICE_KEY = "svc-key-0123456789SECRET"
+
+
+async def test_no_credential_reaches_a_span_even_with_every_header_captured(
+    chat_route: respx.Route, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in CAPTURE_VARIABLES:
+        monkeypatch.setenv(variable, ".*")
+    # The operator's own list is kept, and the credential headers are added to it.
+    monkeypatch.setenv(SANITIZE_FIELDS_VARIABLE, "x-tenant-token")
+    chat_route.return_value = answer(good_plan())
+    tracing, exporter = in_memory_tracing()
+    settings = make_settings(auth={"api_keys": [SERVICE_KEY]})
+    sent = {
+        **HEADERS,
+        "Authorization": f"Bearer {SERVICE_KEY}",
+        "Cookie": "session=cookie-SECRET",
+        "X-Tenant-Token": "tenant-token-SECRET",
+    }
+    async with running_app(settings, fake_clock, tracing=tracing) as client:
+        bearer = await client.post("/plan", json=GOAL, headers=sent)
+        header = await client.post("/plan", json=GOAL, headers={"X-API-Key": SERVICE_KEY})
+    assert bearer.status_code == header.status_code == 200
+    spans = exporter.get_finished_spans()
+    said = repr(
+        [(span.name, span.attributes, [e.attributes for e in span.events]) for span in spans]
+    )
+    for secret in (SERVICE_KEY, TEST_KEY, "cookie-SECRET", "tenant-token-SECRET"):
+        assert secret not in said
+    # The headers were captured (the capture is on), their values redacted.
+    first, second = [span for span in spans if span.kind is SpanKind.SERVER]
+    redacted = ("[REDACTED]",)
+    for name in ("authorization", "cookie", "x_tenant_token"):
+        assert (first.attributes or {})[f"http.request.header.{name}"] == redacted, name
+    assert (second.attributes or {})["http.request.header.x_api_key"] == redacted
+    assert (first.attributes or {})["http.request.header.traceparent"] == (TRACEPARENT,)
+    [model_call] = [s for s in spans if s.kind is SpanKind.CLIENT and s.name.startswith("POST")]
+    assert (model_call.attributes or {})["http.request.header.authorization"] == redacted

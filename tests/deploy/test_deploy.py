@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from planner_arm.api.mcp import mcp_transport_security
 from planner_arm.config import load_settings
 from support.app import running_app
 
@@ -307,15 +308,31 @@ def test_api_key_comes_from_an_optional_secret() -> None:
     assert ref == {"name": "llm-credentials", "key": "openai-api-key", "optional": True}
 
 
-def test_the_services_own_api_keys_come_from_an_optional_secret(
+def test_the_services_own_api_keys_come_from_a_required_secret(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The pod listens on 0.0.0.0: without keys, whoever reaches it plans and reads plans.
     assert "value" not in ENV["PLANNER_API_KEYS"]
     ref = ENV["PLANNER_API_KEYS"]["valueFrom"]["secretKeyRef"]
-    assert ref == {"name": "planner-api-keys", "key": "keys", "optional": True}
+    assert ref == {"name": "planner-api-keys", "key": "keys", "optional": False}
     # The variable is the one the service reads: a Secret value "k1,k2" turns the keys on.
     monkeypatch.setenv("PLANNER_API_KEYS", "k1,k2")
     assert [key.get_secret_value() for key in load_settings().auth.api_keys] == ["k1", "k2"]
+
+
+def test_mcp_answers_to_the_services_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    service = DOCS["Service"]["metadata"]["name"]
+    namespace = KUSTOMIZATION["namespace"]
+    names = [service, f"{service}.{namespace}", f"{service}.{namespace}.svc"]
+    names.append(f"{service}.{namespace}.svc.cluster.local")
+    monkeypatch.setenv("MCP_ALLOWED_HOSTS", ENV["MCP_ALLOWED_HOSTS"]["value"])
+    monkeypatch.setenv("HOST", IMAGE_ENV["HOST"])
+    settings = load_settings()
+    assert settings.server.mcp_allowed_hosts == names
+    allowed = mcp_transport_security(settings.server).allowed_hosts
+    assert {f"{name}:{PORT}" for name in names} <= {
+        pattern.replace(":*", f":{PORT}") for pattern in allowed
+    }
 
 
 def test_the_pod_asks_for_modest_resources() -> None:

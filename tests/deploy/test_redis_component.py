@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from planner_arm.config import load_settings
+from planner_arm.config import ConfigError, load_settings
 from planner_arm.planning.wiring import build_store
 from support.app import FakeClock
 
@@ -55,13 +55,37 @@ def validate(doc: dict[str, Any]) -> None:
     assert kubernetes_validate.validate(doc, K8S_VERSION, strict=True) == K8S_VERSION
 
 
-def store_url() -> str:
+def patched_env() -> dict[str, dict[str, Any]]:
+    """The variables the component adds to the planner's container, by name."""
     patch = yaml.safe_load((COMPONENT / "planner-store-url.yaml").read_text())
     (container,) = patch["spec"]["template"]["spec"]["containers"]
-    (variable,) = container["env"]
-    assert variable["name"] == "PLANNER_STORE_URL"
-    value: str = variable["value"]
+    return {variable["name"]: variable for variable in container["env"]}
+
+
+def store_url() -> str:
+    value: str = patched_env()["PLANNER_STORE_URL"]["value"]
     return value
+
+
+def test_the_principal_secret_comes_with_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = patched_env()
+    assert set(env) == {"PLANNER_STORE_URL", "PLANNER_AUTH__PRINCIPAL_SECRET"}
+    ref = env["PLANNER_AUTH__PRINCIPAL_SECRET"]["valueFrom"]["secretKeyRef"]
+    # The Secret the base's keys come from, so one Secret holds both.
+    base = {
+        item["name"]: item
+        for item in BASE["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    keys_ref = base["PLANNER_API_KEYS"]["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": keys_ref["name"], "key": "principal-secret", "optional": False}
+    # What the pod's settings are with the keys and the store: without the secret the
+    # service refuses to start, with it it starts.
+    monkeypatch.setenv("PLANNER_API_KEYS", "acme:k-0123456789")
+    monkeypatch.setenv("PLANNER_STORE_URL", store_url())
+    with pytest.raises(ConfigError, match="principal_secret is required"):
+        load_settings()
+    monkeypatch.setenv("PLANNER_AUTH__PRINCIPAL_SECRET", "a-random-secret-0123456789")
+    assert load_settings().auth.principal_secret is not None
 
 
 def test_the_component_is_a_component_with_its_own_namespace_and_labels() -> None:
@@ -188,8 +212,8 @@ def test_base_plus_component_renders_valid_objects(tmp_path: Path) -> None:
     planner = {doc["kind"]: doc for doc in rendered if doc["metadata"]["name"] == "planner-arm"}
     env = planner["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]
     base_env = BASE["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]
-    added = {"name": "PLANNER_STORE_URL", "value": store_url()}
-    assert sorted(env, key=str) == sorted([*base_env, added], key=str)
+    added = list(patched_env().values())  # the store's URL and the principal secret
+    assert sorted(env, key=str) == sorted([*base_env, *added], key=str)
     egress = planner["NetworkPolicy"]["spec"]["egress"]
     assert egress[:-1] == BASE["NetworkPolicy"]["spec"]["egress"]
     assert egress[-1]["ports"] == [{"protocol": "TCP", "port": REDIS_PORT}]

@@ -109,7 +109,7 @@ async def test_exit_signal_turns_ready_off_at_once() -> None:
 
     settings = make_settings(llm=False)
     app = create_app(settings)
-    server = build_server(app, settings, "127.0.0.1", 0)
+    server = build_server(app, settings)
     assert isinstance(server.config, uvicorn.Config)
     assert server.config.timeout_graceful_shutdown == 14  # drain 15 s, half a second kept
     async with with_lifespan(app) as served:

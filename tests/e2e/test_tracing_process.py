@@ -54,3 +54,47 @@ def test_spans_of_a_traced_request_reach_the_otlp_endpoint(stub: StubLLM) -> Non
     assert chat.attributes["gen_ai.usage.output_tokens"] > 0
     assert chat.attributes["gen_ai.response.finish_reasons"] == ["stop"]
     assert by_name["store.put_plan"].parent_id == request.span_id
+
+
+def test_credentials_never_reach_the_collector_whatever_headers_are_captured(
+    stub: StubLLM,
+) -> None:
+    service_key, model_key = "svc-key-0123456789SECRET", "sk-model-0123456789SECRET"
+    port = free_port()
+    with OTLPReceiver() as receiver:
+        env = {
+            "OPENAI_BASE_URL": stub.base_url,
+            "OPENAI_API_KEY": model_key,
+            "PLANNER_API_KEYS": service_key,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            # The standard variables, set to capture every header both ways.
+            "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SERVER_REQUEST": ".*",
+            "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_SERVER_RESPONSE": ".*",
+            "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_REQUEST": ".*",
+            "OTEL_INSTRUMENTATION_HTTP_CAPTURE_HEADERS_CLIENT_RESPONSE": ".*",
+        }
+        process, _, reader = start_service(port, env)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            keyed = {"Authorization": f"Bearer {service_key}", "traceparent": TRACEPARENT}
+            planned = httpx.post(f"{base}/plan", json={"goal": "Fix bug 7"}, headers=keyed)
+            read = httpx.get(
+                f"{base}/plan/{planned.json()['plan_id']}", headers={"X-API-Key": service_key}
+            )
+            assert (planned.status_code, read.status_code) == (200, 200)
+        finally:
+            process.terminate()
+            assert process.wait(timeout=15) in (0, -15)
+            reader.join(timeout=5)
+        spans = receiver.spans(5)
+        spans += receiver.more()
+    said = repr([(span.name, span.attributes, span.resource) for span in spans])
+    assert service_key not in said
+    assert model_key not in said
+    by_name = {span.name: span for span in spans}
+    assert by_name["POST /plan"].attributes["http.request.header.authorization"] == ["[REDACTED]"]
+    reading = by_name["GET /plan/{plan_id}"].attributes
+    assert reading["http.request.header.x_api_key"] == ["[REDACTED]"]
+    assert reading["http.response.header.cache_control"] == ["private, no-store"]
+    [model_call] = [span for span in spans if span.name == "POST"]
+    assert model_call.attributes["http.request.header.authorization"] == ["[REDACTED]"]

@@ -206,7 +206,8 @@ async def capped(request: pytest.FixtureRequest, fake_clock: FakeClock) -> Async
         store_section["url"] = request.getfixturevalue("redis_url")
     settings = load_settings(
         store=store_section,
-        auth={"api_keys": ["key-a"]},
+        # A Redis store with keys needs the secret that keys the owners' ids.
+        auth={"api_keys": ["key-a"], "principal_secret": "contract-test-principal-secret"},
         tenants={
             "max_plan_bytes": 2_000,
             "max_idempotency_bytes": 2_000,

@@ -145,6 +145,9 @@ def fault_services(stub: StubLLM) -> Iterator[Serve]:
             "PLANNER_RETRY__BACKOFF_BASE_SECONDS": "0.05",
             "PLANNER_RETRY__BACKOFF_MAX_SECONDS": "0.1",
             "DRAIN_SECONDS": "0",
+            # The scenarios are one anonymous caller, some faster than its request rate
+            # (tests/api/test_exposure.py holds that rate).
+            "PLANNER_TENANTS__REQUESTS_PER_SECOND": "0",
             **env,
         }
         process, _lines, _reader = start_service(port, settings)

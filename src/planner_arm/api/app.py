@@ -2,9 +2,10 @@
 
 The lifespan builds the whole service through the composition root (`build_service`), warms
 the model client, serves it over MCP at /mcp too, yields the typed `State` every request sees,
-and closes what it built. With tracing configured, each request is a server span (the FastAPI
-instrumentation, which continues a caller's `traceparent`), and the spans still buffered are
-exported on the way out.
+and closes what it built; it warns (`serving_without_keys`) when the service listens beyond
+loopback with no API keys. With tracing configured, each request is a server span (the FastAPI
+instrumentation, which continues a caller's `traceparent`; credential headers redacted), and
+the spans still buffered are exported on the way out.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.telemetry import TelemetryConfig
 from starlette.routing import Route
 
-from planner_arm.api.auth import KeyRing, RequestRates
+from planner_arm.api.auth import KeyCheck, KeyRing, RequestRates, serving_without_keys
 from planner_arm.api.deps import Readiness, State
 from planner_arm.api.errors import install_error_handlers
-from planner_arm.api.mcp import MCP_PATH, MCPEndpoint
+from planner_arm.api.mcp import MCP_PATH, MCPEndpoint, mcp_transport_security
 from planner_arm.api.middleware import (
     BodyLimitMiddleware,
     HTTPMetricsMiddleware,
@@ -32,7 +33,7 @@ from planner_arm.api.middleware import (
 from planner_arm.api.openapi.responses import customise_openapi
 from planner_arm.api.routes import build_routers
 from planner_arm.clock import Clock
-from planner_arm.config import Settings, load_settings
+from planner_arm.config import Settings, TracingSettings, load_settings, publish_redacted_headers
 from planner_arm.llm.client import rehearse_model_call
 from planner_arm.logging import configure_logging
 from planner_arm.planning.wiring import build_service, service_metrics, service_version
@@ -62,14 +63,16 @@ def create_app(
     """
     settings = settings or load_settings()
     configure_logging(settings.server.log_level, settings.server.log_format)
+    # Before anything is instrumented: the instrumentations read it when they are set up.
+    publish_redacted_headers(settings.tracing)
     owns_tracing = tracing is None
     tracing = tracing or start_tracing(settings.tracing, service_version())
     metrics = service_metrics(settings, service_version())
-    keys = KeyRing.from_settings(settings.auth)
-    # A rate per principal where there are several; one anonymous caller has no one to crowd.
-    rates = RequestRates(settings.tenants, clock or Clock()) if keys.enabled else None
+    keys = KeyCheck(KeyRing.from_settings(settings.auth), settings.auth, clock or Clock())
+    # A rate per principal; without keys, the anonymous one's is every caller's together.
+    rates = RequestRates(settings.tenants, clock or Clock())
     readiness = Readiness(metrics, keys, rates)
-    mcp = MCPEndpoint()
+    mcp = MCPEndpoint(mcp_transport_security(settings.server))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[State]:
@@ -99,6 +102,15 @@ def create_app(
             store=service.store.kind,
             tracing="otlp" if tracing.enabled else "off",
         )
+        if serving_without_keys(settings):
+            log.warning(
+                "serving_without_keys",
+                host=settings.server.host,
+                reason="no API keys: anyone who reaches this address plans as the one "
+                "anonymous caller and reads its plans",
+                fix="set PLANNER_API_KEYS (or PLANNER_API_KEYS_FILE), or listen on 127.0.0.1",
+                requests_per_second=settings.tenants.requests_per_second,
+            )
         try:
             async with mcp.serving(service):
                 yield State(service=service, readiness=readiness)
@@ -151,12 +163,13 @@ def create_app(
             expose_headers=["X-Request-ID"],
         )
     app.add_middleware(RequestContextMiddleware)
-    _instrument(app, tracing)
+    _instrument(app, tracing, settings.tracing)
     return app
 
 
-def _instrument(app: FastAPI, tracing: Tracing) -> None:
-    """A server span for each request but the probes', outside every middleware."""
+def _instrument(app: FastAPI, tracing: Tracing, settings: TracingSettings) -> None:
+    """A server span for each request but the probes', outside every middleware; the
+    credential headers' values never reach it, whatever headers it is told to capture."""
     if tracing.provider is None:
         return
     # Imported here: an untraced process never loads the instrumentation.
@@ -168,4 +181,5 @@ def _instrument(app: FastAPI, tracing: Tracing) -> None:
         excluded_urls=PROBE_URLS,
         # One span per request: not one more for each chunk of the body sent or received.
         exclude_spans=["receive", "send"],
+        http_capture_headers_sanitize_fields=settings.redacted_headers,
     )

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypedDict
 from fastapi import Depends, Request, Response
 from fastapi.routing import APIRoute
 
-from planner_arm.api.auth import KeyRing, RequestRates
+from planner_arm.api.auth import KeyCheck, RequestRates
 from planner_arm.api.middleware import is_json_media_type
 from planner_arm.api.openapi.responses import MAX_IDEMPOTENCY_KEY_CHARS
 from planner_arm.errors import InvalidIdempotencyKey, NotReady, UnsupportedMediaType
@@ -30,10 +30,11 @@ class Readiness:
     built the service, stopping from the server's SIGTERM on."""
 
     metrics: PlannerMetrics
-    # The planning endpoints' API keys and the principal each authenticates.
-    keys: KeyRing
-    # Each principal's request rate; None when no keys are configured (one caller).
-    rates: RequestRates | None = None
+    # The planning endpoints' API keys, the principal each authenticates, the wrong keys
+    # each client address has tried.
+    keys: KeyCheck
+    # Each principal's request rate (the anonymous principal's without keys).
+    rates: RequestRates
     state: Literal["starting", "ready", "stopping"] = "starting"
     started_at: float = field(default_factory=time.monotonic)
 
@@ -86,8 +87,7 @@ def planning_caller(request: Request) -> Caller:
         raise NotReady("the service is shutting down", code="shutting_down")
     if readiness.state == "starting":
         raise NotReady("the planner is not ready")
-    if readiness.rates is not None:
-        readiness.rates.admit(principal)
+    readiness.rates.admit(principal)
     service: Service = request.state.service
     return Caller(service.plans, principal)
 

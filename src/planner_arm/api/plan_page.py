@@ -92,6 +92,5 @@ def plan_page_response(plan: PlanResponse) -> HTMLResponse:
         headers={
             "Content-Security-Policy": PAGE_POLICY,
             "X-Content-Type-Options": "nosniff",
-            "Vary": "Accept",
         },
     )

@@ -15,6 +15,7 @@ from time import monotonic
 
 from fastapi import APIRouter, Request, Response
 
+from planner_arm.api.auth import serving_without_keys
 from planner_arm.api.deps import (
     JSONBodyRoute,
     PlanningDep,
@@ -42,10 +43,21 @@ from planner_arm.plan.endpoint_schemas import (
     ValidateResponse,
 )
 from planner_arm.plan.inputs import input_schema
-from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_for
+from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse, request_model_for
 from planner_arm.planning.stream import PlanStream
 from planner_arm.planning.wiring import service_version
 
+# A stored plan is its caller's: no shared cache keeps it, and a private one keeps it apart
+# for each key (and for the page and the JSON).
+PLAN_READ_HEADERS = {
+    "Cache-Control": "private, no-store",
+    "Vary": "Accept, Authorization, X-API-Key",
+}
+SERVING_WITHOUT_KEYS = PlanNote(
+    code="serving_without_keys",
+    detail="No API keys, and the service listens beyond loopback: anyone who reaches it plans "
+    "as the one anonymous caller and reads its plans. Set PLANNER_API_KEYS.",
+)
 SERVICE_CAPABILITIES = ["planning", "task_decomposition", "dependency_resolution", "arm_selection"]
 SERVICE_COST_TIER = 2
 
@@ -139,8 +151,10 @@ def _planning_router(settings: Settings) -> APIRouter:
         `Accept: text/html`, drawn as a page."""
         plan = await caller.plans.get(plan_id, principal=caller.principal)
         if wants_html(request):
-            return plan_page_response(plan)
-        response.headers["Vary"] = "Accept"
+            page = plan_page_response(plan)
+            page.headers.update(PLAN_READ_HEADERS)
+            return page
+        response.headers.update(PLAN_READ_HEADERS)
         return plan
 
     # The bodies' models are this app's (their limits come from config), so they are set
@@ -222,6 +236,8 @@ async def health(state: StateDep) -> HealthResponse:
         circuits=service.model_health().circuits,
         store=store,
         store_eviction_policy=policy,
+        auth="keys" if settings.auth.enabled else "none",
+        warnings=[SERVING_WITHOUT_KEYS] if serving_without_keys(settings) else [],
     )
 
 

@@ -55,12 +55,17 @@ class DrainingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def build_server(app: FastAPI, settings: Settings, host: str, port: int) -> DrainingServer:
+def build_server(app: FastAPI, settings: Settings) -> DrainingServer:
+    """uvicorn serving `app` on `server.host` and `server.port`."""
     readiness: Readiness = app.state.readiness
     config = uvicorn.Config(
         app,
-        host=host,
-        port=port,
+        host=settings.server.host,
+        port=settings.server.port,
+        # The client address (the failed-key limit's) is the one X-Forwarded-For names when
+        # the peer is a trusted proxy, else the peer's.
+        proxy_headers=True,
+        forwarded_allow_ips=settings.server.forwarded_allow_ips,
         log_level=settings.server.log_level.lower(),
         log_config=uvicorn_log_config(settings.server.log_level, settings.server.log_format),
         access_log=False,  # our own plan_created lines and metrics say more

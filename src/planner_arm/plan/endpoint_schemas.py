@@ -282,6 +282,16 @@ class HealthResponse(BaseModel):
     circuits: dict[str, str] = Field(
         description="Circuit state per model: closed, half_open or open"
     )
+    auth: Literal["keys", "none"] | None = Field(
+        None,
+        description="keys: the planning endpoints ask for an API key; none: every caller is "
+        "the one anonymous caller (null from a service too old to say)",
+    )
+    warnings: list[PlanNote] = Field(
+        default_factory=list,
+        description="What an operator should fix: serving_without_keys when the service "
+        "listens beyond loopback with no API keys",
+    )
 
 
 class ReadyResponse(BaseModel):

@@ -155,9 +155,10 @@ PLAN_RESPONSES: dict[int | str, dict[str, Any]] = {
         "(this one was sent as text/plain).",
     ),
     429: error_doc(
-        "With API keys configured: the caller is over its request rate (`rate_limited`), "
-        "or already holds its cap of stored plan bytes (`tenant_quota_exceeded`); "
-        "`Retry-After` says when to try again.",
+        "The caller is over its request rate (`rate_limited`; without API keys, the one "
+        "anonymous caller's), already holds its cap of stored plan bytes "
+        "(`tenant_quota_exceeded`), or its address sent too many wrong API keys "
+        "(`too_many_failed_keys`); `Retry-After` says when to try again.",
         "rate_limited",
         "Over this caller's rate of 20 requests a second; try again in 1 s.",
     ),
