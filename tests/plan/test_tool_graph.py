@@ -9,7 +9,7 @@ import pytest
 
 from planner_arm.config import ArmSpec, WorkedExample
 from planner_arm.plan.tool_graph import ToolGraph
-from planner_arm.plan.tool_traits import entity_key, read_traits
+from planner_arm.plan.tool_traits import entity_key, name_parts, read_traits
 from planner_arm.plan.tool_words import ToolWords
 
 
@@ -22,6 +22,7 @@ def key(word: str) -> str:
     [
         ("GetMovieCredit", "Get the cast and crew of a movie by its movie id", ["movie"], []),
         ("search_movie", "Search movies by title and return their ids", [], ["movie"]),
+        ("search_movie", "Search movies by title, return ids", [], ["movie"]),
         ("GetCollectionImage", "Get the images of a collection by its ID", ["collection"], []),
         ("GetCollectionDetails", "Get collection details by id", ["collection"], ["detail"]),
         ("lookup_customer", "Look up a customer by email and return its ID", [], ["customer"]),
@@ -38,6 +39,21 @@ def test_a_description_says_what_a_tool_needs_and_yields(
     traits = read_traits(ArmSpec(id=tool, description=description))
     assert list(traits.needs) == [key(word) for word in needs]
     assert list(traits.yields) == [key(word) for word in yields]
+
+
+@pytest.mark.parametrize(
+    ("name", "verb", "about"),
+    [
+        ("GetMovieCredit", "get", ["movie", "credit"]),
+        ("flight_search", "search", ["flight"]),
+        ("Image Search (by Image)", "search", ["image", "by", "image"]),
+        ("weather", None, ["weather"]),
+    ],
+)
+def test_a_name_says_what_the_tool_does_and_to_what(
+    name: str, verb: str | None, about: list[str]
+) -> None:
+    assert name_parts(name) == (verb, about)
 
 
 def test_a_schema_says_which_ids_a_tool_needs_the_required_ones_only() -> None:

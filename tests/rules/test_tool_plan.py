@@ -172,6 +172,27 @@ def test_the_search_step_comes_from_a_schema_alone() -> None:
     assert steps(draft) == [("search_collection", []), ("collection_images", [1])]
 
 
+def test_a_tool_whose_declared_input_nothing_provides_is_not_taken() -> None:
+    specs = [
+        ArmSpec(id="search_movie", description="Search movies by title and return their ids"),
+        ArmSpec(id="GetMovieCredit", description="Get the cast and crew of a movie by its id"),
+        ArmSpec(
+            id="Image Search (by Image)",
+            description="Find images similar to an image",
+            consumes=["image"],
+        ),
+    ]
+    planner = planner_for(specs)
+    # "find" is a word of the image search alone, but nothing gives it an image.
+    assert steps(plan(planner, "Find the movie, then list its cast")) == [
+        ("search_movie", []),
+        ("GetMovieCredit", [1]),
+    ]
+    assert steps(plan(planner, "Find pictures like this image")) == [
+        ("Image Search (by Image)", [])
+    ]
+
+
 # --- links and parallel pieces ---------------------------------------------------------------
 
 

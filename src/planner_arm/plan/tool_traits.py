@@ -71,6 +71,8 @@ _YIELD_CUES = word_set(
     "finds search searches list lists lookup"
 )
 _PRONOUNS = word_set("its their his her")
+# Words before an id that are not its noun ("by its id", "return ids").
+_NOT_ID_NOUNS = STOPWORDS | _PRONOUNS | _NEED_CUES | _YIELD_CUES
 # Words that are not the noun an "its" stands for.
 _NOT_NOUNS = STOPWORDS | ID_WORDS | _PRONOUNS
 # Words of a tool name that do not say what it is about.
@@ -123,13 +125,14 @@ def entity_key(word: str) -> str:
 
 
 def name_parts(tool_id: str) -> tuple[str | None, list[str]]:
-    """A tool name's action word (leading, or trailing as in `flight_search`) and the words
-    of what it acts on."""
+    """A tool name's action word (leading, trailing as in `flight_search`, else the first
+    one inside, as in "Image Search (by Image)") and the other words, what it acts on."""
     words = [word for word in tokens(tool_id) if word not in _SENTENCE_END]
-    if len(words) > 1 and stem(words[0]) in ACTION_WORDS:
-        return words[0], words[1:]
-    if len(words) > 1 and stem(words[-1]) in ACTION_WORDS:
-        return words[-1], words[:-1]
+    if len(words) < 2:
+        return None, words
+    for at in dict.fromkeys([0, len(words) - 1, *range(1, len(words) - 1)]):
+        if stem(words[at]) in ACTION_WORDS:
+            return words[at], words[:at] + words[at + 1 :]
     return None, words
 
 
@@ -224,7 +227,7 @@ def _id_noun(words: list[str], at: int, about: Sequence[str]) -> tuple[str | Non
     """The noun an id at `at` belongs to, and where its phrase starts: "movie id", "its id",
     "the id of the movie"."""
     before = words[at - 1] if at > 0 else ""
-    if before.isalpha() and before not in STOPWORDS and before not in _PRONOUNS:
+    if before.isalpha() and before not in _NOT_ID_NOUNS:
         return before, at - 1
     if words[at + 1 : at + 2] == ["of"]:
         after = [word for word in words[at + 2 : at + 5] if word not in STOPWORDS]

@@ -3,12 +3,12 @@
 Each word a piece shares with a tool's name or description counts its rarity among the
 tools (BM25's idf scaled to 1 for a word only one tool has, about 0 for one every tool has),
 a word only of the description `DESCRIPTION` as much as one of the name. A piece that opens
-with a verb is read as a verb frame: the verb counts `HEAD` times, and adds `VERB_MATCH` when
-it asks for the action of the tool's name ("cancel" and `train_ticket_cancelling`, "find"
-and a tool that searches: verbs of one class in `_VERB_CLASSES`); the word after it, its
-object, counts `OBJECT` times. A verb that is only another word of a tool whose name has a
-specific verb of its own counts `OTHER_ACTION`: "order a pizza" asks to order, which
-`refund_order` does not do.
+with a verb is read as a verb frame: the word after the verb, its object, counts `OBJECT`
+times; the verb adds `VERB_MATCH` when it asks for the action of the tool's name ("cancel"
+and `train_ticket_cancelling`, "find" and a tool that searches: verbs of one class in
+`_VERB_CLASSES`) and counts `SAME_ACTION` times as a shared word; a verb that is only another
+word of a tool whose name has a specific verb counts `OTHER_ACTION` times: "order a pizza"
+asks to order, which `refund_order` does not do. Any other verb counts `HEAD` times.
 
 Domain only, no I/O; built once per tool set, with the tool graph.
 """
@@ -24,8 +24,7 @@ from planner_arm.plan.tool_traits import ACTION_WORDS, name_parts
 from planner_arm.plan.tools import REQUEST_VERBS
 
 HEAD, OBJECT = 2.0, 1.5
-VERB_MATCH = 1.0
-OTHER_ACTION = 0.5
+VERB_MATCH, SAME_ACTION, OTHER_ACTION = 1.0, 1.0, 0.5
 DESCRIPTION = 0.6
 VERB_STEMS = frozenset(stem(verb) for verb in REQUEST_VERBS) | ACTION_WORDS
 # Verbs that ask for the same action: one class a line.
@@ -83,7 +82,9 @@ class ToolWords:
         total = 0.0
         for word, factor in weighed.items():
             if word in own:
-                counted = OTHER_ACTION if word == head and specific and not same else factor
+                counted = factor
+                if word == head and specific:
+                    counted = SAME_ACTION if same else OTHER_ACTION
                 total += self._weight[word] * counted * own[word]
         return total + (VERB_MATCH if same else 0.0)
 

@@ -44,6 +44,7 @@ from planner_arm.plan.draft import DraftPlan, DraftStep, repair
 from planner_arm.plan.lexicon import word_set
 from planner_arm.plan.tool_graph import ToolGraph
 from planner_arm.plan.tool_index import ToolIndex
+from planner_arm.plan.tool_traits import entity_key, tokens
 from planner_arm.plan.tool_words import leading_verb
 from planner_arm.plan.tools import GoalPiece, goal_pieces, name_words
 from planner_arm.rules.tool_actions import (
@@ -60,8 +61,6 @@ from planner_arm.rules.tool_actions import (
 MIN_STRENGTH = 0.6
 # A piece that opens with no verb (a detail) must name its tool this many times as strongly.
 UNLED_FACTOR = 2.0
-# A piece's best BM25 match must score at least this share of the best piece's best match.
-RELATIVE_FLOOR = 0.2
 # Tools weighed for a piece: its best BM25 matches and the tools it names most strongly.
 CANDIDATES = 8
 # How a candidate is weighed: its BM25 match (as a share of the piece's best), its own words
@@ -70,7 +69,7 @@ CANDIDATES = 8
 # calls in the examples that it follows, and the whole request's match ("change it to 8 am"
 # after "set an alarm" is about the alarm).
 MATCH_WEIGHT = 1.0
-OWN_WORDS_WEIGHT = 1.0
+OWN_WORDS_WEIGHT = 2.0
 OWN_WORDS_WEIGHT_WITH_EXAMPLES = 0.2
 FOLLOW_WEIGHT = 0.5
 CONTEXT_WEIGHT = 0.3
@@ -163,10 +162,9 @@ class _Matcher:
         self.context = {
             tool: score / whole[0][1] for tool, score in whole[:CANDIDATES] if score > 0
         }
-        best = max((ranking[0][1] for ranking in self.rankings if ranking), default=0.0)
-        self.floor = RELATIVE_FLOOR * best
         examples = graph.counts.examples
         self.own_words = OWN_WORDS_WEIGHT_WITH_EXAMPLES if examples else OWN_WORDS_WEIGHT
+        self.mentioned = {entity_key(word) for word in tokens(goal)}
 
     def chosen(self) -> tuple[list[_Step], list[str]]:
         """Each piece's step (none for a piece no tool does well, nor for a repeat), the
@@ -176,7 +174,8 @@ class _Matcher:
         for position, piece in enumerate(self.pieces):
             previous = chosen[-1].tool if chosen else None
             asks = leading_verb(piece.text) is not None or is_question(piece.text)
-            tool = self._tool(position, previous, asks)
+            made = {key for step in chosen for key in self.graph.traits[step.tool].yields}
+            tool = self._tool(position, previous, asks, made)
             if tool is None:
                 if asks:
                     unplanned.append(piece.text)
@@ -188,14 +187,18 @@ class _Matcher:
                 chosen.append(_Step(named, self.goal, len(self.pieces)))
         return chosen, unplanned
 
-    def _tool(self, position: int, previous: str | None, asks: bool) -> str | None:
-        """The tool of piece `position`, None when no candidate is strong enough."""
+    def _tool(self, position: int, previous: str | None, asks: bool, made: set[str]) -> str | None:
+        """The tool of piece `position`, None when no candidate is strong enough; a tool
+        whose declared input (an `image`) neither the request mentions nor an earlier step
+        yields is a candidate only when no other is."""
         piece, ranking = self.pieces[position].text, self.rankings[position]
-        if not ranking or ranking[0][1] <= 0 or ranking[0][1] < self.floor:
-            return None
-        best = ranking[0][1]
+        best = ranking[0][1] if ranking else 0.0
         matched = {tool: score / best for tool, score in ranking[:CANDIDATES] if score > 0}
-        candidates = dict.fromkeys([*matched, *self.graph.words.strongest(piece, CANDIDATES)])
+        found = dict.fromkeys([*matched, *self.graph.words.strongest(piece, CANDIDATES)])
+        fed = [tool for tool in found if self._inputs_at_hand(tool, made)]
+        candidates = fed or list(found)
+        if not candidates:
+            return None
         strengths = {tool: self.graph.words.strength(piece, tool) for tool in candidates}
         strongest = max(strengths.values()) or 1.0
 
@@ -213,6 +216,11 @@ class _Matcher:
             return tool
         called = self.graph.counts.calls.get(tool, 0) > 0
         return tool if called and matched.get(tool) == 1.0 else None
+
+    def _inputs_at_hand(self, tool: str, made: set[str]) -> bool:
+        traits = self.graph.traits[tool]
+        given = [key for key in traits.needs if key not in traits.fetched]
+        return all(key in self.mentioned or key in made for key in given)
 
 
 def _refers_back(piece: str, tool: str, previous: str | None) -> bool:
@@ -406,11 +414,11 @@ def _draft(step: _Step, number: int, graph: ToolGraph) -> DraftStep:
 
 
 def _rationale(steps: list[_Step], unplanned: list[str]) -> str:
-    names = ", ".join(step.tool for step in steps)
-    text = f"Rule-based tool plan: the tools the request calls for ({names})"
-    added = [step.tool for step in steps if step.for_tool is not None]
+    called = ", ".join(dict.fromkeys(step.tool for step in steps if step.for_tool is None))
+    added = ", ".join(dict.fromkeys(step.tool for step in steps if step.for_tool is not None))
+    text = f"Rule-based tool plan: {called} for the pieces of work the request asks for"
     if added:
-        text += f"; added to make what the others need: {', '.join(added)}"
+        text += f"; {added} added before them, to make what they need"
     if unplanned:
-        text += f"; {len(unplanned)} part(s) of the request match no tool"
+        text += f"; {len(unplanned)} piece(s) no tool does (goal_part_unplanned)"
     return text + "."
