@@ -42,3 +42,16 @@ def test_then_puts_a_piece_after_the_one_before_and_does_not() -> None:
 )
 def test_the_polite_opening_is_not_part_of_the_piece(request_text: str) -> None:
     assert request_pieces(request_text) == ["book a train ticket"]
+
+
+def test_a_request_inside_a_sentence_of_circumstances_is_its_own_piece() -> None:
+    pieces = request_pieces(
+        "It was booked for Friday, but due to a conflict, please cancel it. I booked a seat"
+        " last week and now I need to change the seat"
+    )
+    assert pieces == [
+        "It was booked for Friday, but due to a conflict",
+        "cancel it",
+        "I booked a seat last week",
+        "change the seat",
+    ]

@@ -23,7 +23,7 @@ from planner_arm.plan.lexicon import STOPWORDS, stem, word_set, words
 from planner_arm.plan.tool_traits import ACTION_WORDS, name_parts
 from planner_arm.plan.tools import REQUEST_VERBS
 
-HEAD, OBJECT = 2.0, 1.5
+HEAD, OBJECT = 1.5, 1.5
 VERB_MATCH, SAME_ACTION, OTHER_ACTION = 1.0, 1.0, 0.5
 DESCRIPTION = 0.6
 VERB_STEMS = frozenset(stem(verb) for verb in REQUEST_VERBS) | ACTION_WORDS

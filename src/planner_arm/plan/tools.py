@@ -123,7 +123,10 @@ REQUEST_VERBS = word_set(
 # Where one piece of work in a request ends and the next begins.
 _PIECES = re.compile(
     r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:and then|then|after that|afterwards|finally|also|and)\b\s+"
-    rf"|,\s+(?=(?:{'|'.join(sorted(REQUEST_VERBS))})\b(?![-']))",
+    rf"|,\s+(?=(?:{'|'.join(sorted(REQUEST_VERBS))})\b(?![-']))"
+    # A request inside a sentence of circumstances: "..., but due to a conflict, please
+    # cancel it", "... last week, and now I need to change it".
+    r"|,?\s+(?=(?:please|i (?:also )?(?:need|want|would like) to)\s)",
     re.I,
 )
 # A cut, or the opening of a piece, that puts the piece after the one before.
