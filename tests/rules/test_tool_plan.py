@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner_arm.config import ArmSpec, PlanningSettings, WorkedExample
 from planner_arm.plan.arms import ArmResolver
@@ -57,9 +59,12 @@ def unplanned(draft: DraftPlan) -> list[str]:
     ]
 
 
+DESK_PLANNER = planner_for(tool_set("support-desk"))
+
+
 @pytest.fixture(scope="module")
 def desk() -> ToolPlanner:
-    return planner_for(tool_set("support-desk"))
+    return DESK_PLANNER
 
 
 @pytest.fixture(scope="module")
@@ -367,3 +372,32 @@ def test_no_action_reads_call_x_to(desk: ToolPlanner, ops: ToolPlanner) -> None:
     actions = [step.action for draft in drafts for step in draft.steps]
     assert actions
     assert not any(action.startswith("Call ") for action in actions)
+
+
+# --- any goal ------------------------------------------------------------------------------
+
+WORDS = st.sampled_from(
+    [
+        "find", "the", "customer", "and", "then", "refund", "it", "order", "a", "pizza", "post",
+        "#status", "please", "42", "Bob", "?", ",", ".", "list", "orders", "of", "ticket",
+        "T-1", "close", "email", "her", "I", "need", "to", "movie", "über", "données",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    goal=st.one_of(st.text(min_size=1), st.lists(WORDS, min_size=1, max_size=40).map(" ".join)),
+    max_steps=st.integers(1, 10),
+)
+def test_any_goal_gives_a_valid_tool_plan_within_the_bound(goal: str, max_steps: int) -> None:
+    planner = DESK_PLANNER
+    draft = planner.plan(goal, max_steps=max_steps)
+    assert 1 <= len(draft.steps) <= max_steps
+    ids = tuple(arm.id for arm in planner.resolver.arms)
+    rules = PlanRules.for_arms(PlanningSettings(tool_max_steps=max_steps), ids)
+    valid = validate_plan(draft, rules)
+    assert [step.depends_on for step in valid.steps] == [step.depends_on for step in draft.steps]
+    for code, detail in map(split_note, draft.warnings):
+        assert code == "goal_part_unplanned"
+        assert 0 < len(detail) <= 80
