@@ -318,6 +318,21 @@ def test_a_requests_own_examples_count_like_the_configured_ones() -> None:
     ]
 
 
+def test_a_requests_examples_do_not_weaken_the_tools_own_words(desk: ToolPlanner) -> None:
+    # Only the configured examples describe the tools in the BM25 index; a request's own
+    # examples count in the graph but leave the weight of the tools' own words as it is:
+    # "open" asks for the ticket tool's action, not for a refund.
+    own = [
+        WorkedExample.model_validate(
+            {"request": "Tell #ops", "steps": [{"tool": "post_slack_message"}]}
+        )
+    ]
+    goal = "Open a note on the refund"
+    expected = [("lookup_customer", []), ("create_ticket", [1])]
+    assert steps(desk.plan(goal, max_steps=10)) == expected
+    assert steps(desk.plan(goal, max_steps=10, examples=own)) == expected
+
+
 def test_examples_that_chain_their_steps_chain_independent_pieces() -> None:
     examples = [
         {

@@ -125,7 +125,8 @@ class ToolPlanner:
         request's own worked examples, counted with the configured ones."""
         graph = self.graph.with_examples(examples)
         index = self.resolver.index or ToolIndex(self.resolver.arms)
-        chosen, unplanned = _Matcher(index, graph, goal).chosen()
+        noted = self.graph.counts.examples > 0  # the configured examples, in the index
+        chosen, unplanned = _Matcher(index, graph, goal, noted).chosen()
         if not chosen:  # a plan has a step: the best match for the whole request
             ranked = index.ranked(goal)
             chosen = [_Step(ranked[0][0] if ranked else self.resolver.arm_ids[0], goal, 0)]
@@ -152,7 +153,7 @@ def tool_plan(
 class _Matcher:
     """Each piece of one request matched to its tool."""
 
-    def __init__(self, index: ToolIndex, graph: ToolGraph, goal: str) -> None:
+    def __init__(self, index: ToolIndex, graph: ToolGraph, goal: str, noted: bool) -> None:
         self.index = index
         self.graph = graph
         self.goal = goal
@@ -162,8 +163,9 @@ class _Matcher:
         self.context = {
             tool: score / whole[0][1] for tool, score in whole[:CANDIDATES] if score > 0
         }
-        examples = graph.counts.examples
-        self.own_words = OWN_WORDS_WEIGHT_WITH_EXAMPLES if examples else OWN_WORDS_WEIGHT
+        # With configured worked examples, the BM25 index describes the tools by the requests
+        # of the examples that call them too: its match then counts more than the own words.
+        self.own_words = OWN_WORDS_WEIGHT_WITH_EXAMPLES if noted else OWN_WORDS_WEIGHT
         self.mentioned = {entity_key(word) for word in tokens(goal)}
 
     def chosen(self) -> tuple[list[_Step], list[str]]:
