@@ -25,7 +25,6 @@ from planner_arm.limits import (
     RESOURCE_PATTERN,
     ArmSpec,
 )
-from planner_arm.plan.lexicon import word_set
 
 ToolId = Annotated[str, Field(min_length=1, max_length=ARM_ID_MAX_CHARS, pattern=ARM_ID_PATTERN)]
 Description = Annotated[str, Field(min_length=1, max_length=ARM_DESCRIPTION_MAX_CHARS)]
@@ -106,7 +105,7 @@ def name_words(name: str) -> str:
 
 
 # Verbs a request's pieces of work open with: a comma before one starts a new piece.
-REQUEST_VERBS = word_set(
+_REQUEST_VERB_WORDS = (
     "add adjust analyse analyze answer apply archive arrange ask assign back book buy "
     "calculate call cancel change check choose close collect compare compress confirm "
     "contact convert copy count create delete deliver deposit describe download draft "
@@ -120,6 +119,7 @@ REQUEST_VERBS = word_set(
     "start stop submit summarise summarize switch tell text track transfer translate turn "
     "unsubscribe update upgrade upload verify view withdraw write"
 )
+REQUEST_VERBS = frozenset(_REQUEST_VERB_WORDS.split())
 # Where one piece of work in a request ends and the next begins.
 _PIECES = re.compile(
     r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:and then|then|after that|afterwards|finally|also|and)\b\s+"
