@@ -9,7 +9,7 @@ import pytest
 
 from planner_arm.config import ArmSpec, WorkedExample
 from planner_arm.plan.tool_graph import ToolGraph
-from planner_arm.plan.tool_traits import entity_key, name_parts, read_traits
+from planner_arm.plan.tool_traits import entity_key, name_parts, read_traits, tokens
 from planner_arm.plan.tool_words import ToolWords
 
 
@@ -209,3 +209,9 @@ def test_a_verb_of_the_same_action_names_the_tool() -> None:
     assert DESK.strength("find the customer", "lookup_customer") > DESK.strength(
         "the customer", "lookup_customer"
     )
+
+
+def test_names_and_descriptions_in_any_script_are_read_as_words() -> None:
+    assert tokens("chercher_données par film_id") == ["chercher", "données", "par", "film", "id"]
+    traits = read_traits(ArmSpec(id="détails_film", description="Détails d'un film, film_id"))
+    assert traits.about == (key("détails"), key("film"))

@@ -9,11 +9,12 @@ gives ids out. Read, strongest first:
   first; a property `id` is an id of what the tool's name is about;
 - its description: an id mentioned after "by", "for", "given", "with", "based on" ... is
   needed ("Get the cast of a movie by its movie id"), one after "return", "yield", "get" ...
-  is yielded ("Search movies by title and return their ids"); "its" and "their" stand for the
-  nearest noun before them that the tool's name uses (or else the nearest noun), skipping
-  the "by title" kind of phrase that says how the tool is asked;
+  is yielded ("Search movies by title and return their ids"); "its" and "their" (and a bare
+  "by id") stand for the noun before them that the tool's name puts first, else the nearest
+  noun, skipping the "by title" kind of phrase that says how the tool is asked;
 - its name: a tool that searches, finds, lists or queries (`SearchCollection`,
-  `flight_search`) yields what it is about.
+  `flight_search`) yields what it is about; a tool named for plural things
+  (`GetTrendingMovies`) lists them.
 
 Entities are keyed by their noun's stem (`movies` and `movie` are one entity), so what one
 tool yields is found as what another needs. Only the tool's own text is read here; the tool
@@ -55,8 +56,7 @@ ACTION_WORDS = frozenset(
         "analyze analyse count calculate compute predict recommend compare play record save "
         "write apply submit approve reject assign login log sign register rent issue merge "
         "changing modification inquiry request query search find lookup look list listing "
-        "reservation rental hire "
-        "discover browse locate"
+        "reservation rental hire discover browse locate"
     )
 )
 # Before an id: the id is asked for ("by its id", "for a customer id", "given the order id").
@@ -81,7 +81,7 @@ _NOT_ABOUT = STOPWORDS | ID_WORDS | word_set("api tool tools service")
 _ASKED_BY = word_set("by with using via")
 _CUE_WINDOW = 6
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_TOKEN = re.compile(r"[a-z0-9]+|[.;:!?]")
+_TOKEN = re.compile(r"[^\W_]+|[.;:!?]")
 _SENTENCE_END = frozenset(".;:!?")
 
 
