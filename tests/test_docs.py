@@ -8,6 +8,8 @@
 - docs/api.md's /plan/validate error codes are the ones the checker reports.
 - Every relative link in README.md and docs/*.md points at a file (and heading) that exists,
   and every repository path they name (`tests/e2e/test_faults.py`) exists.
+- The tool plans README.md and docs/tools.md print for their `curl` examples are what the
+  service answers without a model.
 
 The codes are read from the source with `ast`, wherever the modules live, so a new code, a
 moved module or a renamed file is caught here with its name.
@@ -17,15 +19,19 @@ from __future__ import annotations
 
 import ast
 import inspect
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from planner_arm import errors as error_module
+from support.app import make_settings, running_app
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "planner_arm"
@@ -502,3 +508,84 @@ def test_the_readme_opens_with_the_two_commands() -> None:
     assert commands == ["bash scripts/serve.sh", "bash scripts/test.sh"], (
         f"README.md's first code block must hold the two commands, got {commands}"
     )
+
+
+# --- documented examples, run --------------------------------------------------------------
+
+TOOLS_DOC = ROOT / "docs" / "tools.md"
+
+
+def section(path: Path, title: str) -> str:
+    """The text of the section headed `title` (to the next heading of its level or above)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    headings = list(_headings("\n".join(lines)))
+    found = [(index, level) for index, level, text in headings if text.strip() == title]
+    assert found, f"{path.relative_to(ROOT)} has no heading {title!r}"
+    start, level = found[0]
+    end = next((i for i, lvl, _ in headings if i > start and lvl <= level), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def curl_examples(text: str) -> list[tuple[dict[str, Any], str, list[str]]]:
+    """Each `curl ... -d '<json>' | jq -c '<filter>'` block of `text`, with the lines of the
+    code block after it (what the docs say it prints)."""
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.DOTALL)
+    examples = []
+    for block, printed in pairwise(blocks):
+        body = re.search(r"-d '(.*?)'", block, re.DOTALL)
+        jq = re.search(r"jq -c '(.*?)'", block, re.DOTALL)
+        if "curl" in block and body and jq:
+            examples.append((json.loads(body.group(1)), jq.group(1), printed.splitlines()))
+    return examples
+
+
+def jq_lines(expression: str, answer: Any) -> list[str]:
+    """What `jq -c expression` prints for `answer`, for the expressions the docs use: terms
+    separated by commas, each a path (`.plan[]`, `.metadata.warnings[0]`), optionally piped to
+    an object of some of its keys (`{step, required_arm}`)."""
+    printed = []
+    for term in re.split(r",\s*(?![^{}]*\})", expression):
+        path, _, keys = term.strip().strip("()").partition("|")
+        values = [answer]
+        for name, index in re.findall(r"\.(\w+)|\[(\d*)\]", path):
+            if name:
+                values = [value[name] for value in values]
+            else:
+                values = (
+                    [item for value in values for item in value]
+                    if not index
+                    else [value[int(index)] for value in values]
+                )
+        if keys.strip():
+            names = [key.strip() for key in keys.strip().strip("{}").split(",")]
+            values = [{key: value[key] for key in names} for value in values]
+        printed += [
+            json.dumps(value, separators=(",", ":"), ensure_ascii=False) for value in values
+        ]
+    return printed
+
+
+@pytest.mark.parametrize(
+    ("doc", "title"), [(README, "Your own tools"), (TOOLS_DOC, "The `tools` field")]
+)
+async def test_the_documented_tool_plans_are_what_the_service_answers(
+    doc: Path, title: str
+) -> None:
+    examples = curl_examples(section(doc, title))
+    assert examples, f"{doc.relative_to(ROOT)}: no curl example under {title!r}"
+    async with running_app(make_settings(llm=False)) as client:
+        for body, expression, printed in examples:
+            answer = (await client.post("/plan", json=body)).json()
+            assert jq_lines(expression, answer) == printed
+
+
+async def test_the_readme_cast_without_the_search_gets_the_search_first() -> None:
+    ((body, _, _),) = curl_examples(section(README, "Your own tools"))
+    async with running_app(make_settings(llm=False)) as client:
+        named = (await client.post("/plan", json=body)).json()
+        alone = await client.post("/plan", json={**body, "goal": "List the cast of Titanic"})
+
+    def graph(answer: dict[str, Any]) -> list[tuple[str, list[int]]]:
+        return [(step["required_arm"], step["depends_on"]) for step in answer["plan"]]
+
+    assert graph(alone.json()) == graph(named) == [("search_movie", []), ("GetMovieCredit", [1])]

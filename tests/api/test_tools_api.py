@@ -344,3 +344,44 @@ async def test_a_server_that_takes_a_schema_is_held_to_the_listed_tools(
     assert sent["type"] == "json_schema"
     step = sent["json_schema"]["schema"]["properties"]["plan"]["items"]
     assert sorted(step["properties"]["tool"]["enum"]) == sorted(TOOL_IDS)
+
+
+DESK_TOOLS = [
+    {"id": "post_slack_message", "description": "Post a message to a Slack channel"},
+    {"id": "refund_order", "description": "Refund an order in full or in part, by its order id"},
+    {"id": "list_orders", "description": "List a customer's orders; returns their order ids"},
+    {"id": "track_shipment", "description": "Track the delivery of an order given its order id"},
+]
+
+
+async def test_a_goal_piece_no_tool_does_is_a_warning_not_a_step() -> None:
+    goal = "Post the outage notice to #status and order a pizza for the on-call engineers"
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post("/plan", json={"goal": goal, "tools": DESK_TOOLS})
+    body = response.json()
+    assert response.status_code == 200, body
+    assert _steps(body) == [("post_slack_message", [])]
+    warnings = {note["code"]: note["detail"] for note in body["metadata"]["warnings"]}
+    assert warnings["goal_part_unplanned"] == "order a pizza for the on-call engineers"
+    assert "fallback_used" in warnings
+
+
+async def test_the_requests_worked_examples_link_the_rule_based_steps() -> None:
+    tools = [
+        {"id": "plan_meals", "description": "Plan the meals of a week"},
+        {"id": "order_groceries", "description": "Order groceries for delivery"},
+    ]
+    goal = "Plan the meals of next week and order groceries for delivery"
+    examples = [
+        {
+            "request": "Plan my meals, then order what they need",
+            "steps": [{"tool": "plan_meals"}, {"tool": "order_groceries", "depends_on": [1]}],
+        }
+    ]
+    async with running_app(make_settings(llm=False)) as client:
+        alone = (await client.post("/plan", json={"goal": goal, "tools": tools})).json()
+        taught = await client.post(
+            "/plan", json={"goal": goal, "tools": tools, "examples": examples}
+        )
+    assert _steps(alone) == [("plan_meals", []), ("order_groceries", [])]
+    assert _steps(taught.json()) == [("plan_meals", []), ("order_groceries", [1])]

@@ -270,6 +270,10 @@ def test_configured_keywords_take_effect(settings: Settings) -> None:
         ("summarise", "summarize", "summarised"),
         ("vulnerability", "vulnerabilities"),
         ("run", "running", "ran"),
+        ("movie", "movies"),
+        ("query", "queries", "queried"),
+        ("cancel", "cancelled", "cancelling", "cancels"),
+        ("install", "installs", "installing"),
     ],
 )
 def test_stem_joins_the_forms_of_a_word(forms: tuple[str, ...]) -> None:

@@ -74,12 +74,21 @@ def stem(word: str) -> str:
                 break  # "class", "analysis", "status"
             word = word[: len(word) - len(suffix)] + replacement
             break
+    return _respelled(word)
+
+
+def _respelled(word: str) -> str:
+    """A word without its suffix, with the spellings of one stem made one."""
     if word.endswith(("tion", "sion")) and len(word) >= 7:
         word = word[:-3]  # "validation" -> "validat", as "validate" becomes below
     if word.endswith("e") and len(word) >= 4:
         word = word[:-1]
     if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "lsz":
         word = word[:-1]  # "running" -> "runn" -> "run"
+    elif len(word) >= 5 and word.endswith("ll"):
+        word = word[:-1]  # "cancelling" -> "cancell" and "cancel" agree, as "installs", "install"
+    if len(word) >= 4 and word[-1] == "y" and word[-2] not in "aeiou":
+        word = word[:-1] + "i"  # "movie", "movies" -> "movy"; "query", "queries": one stem
     if len(word) >= 6 and word.endswith(("is", "ys")):
         word = word[:-1] + "z"  # British and American spellings: "summarise", "summarize"
     return word

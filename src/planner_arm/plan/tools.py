@@ -13,6 +13,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -103,23 +104,72 @@ def name_words(name: str) -> str:
     return " ".join(_NOT_WORD.sub(" ", _CAMEL.sub(" ", name)).lower().split())
 
 
+# Verbs a request's pieces of work open with: a comma before one starts a new piece.
+_REQUEST_VERB_WORDS = (
+    "add adjust analyse analyze answer apply archive arrange ask assign back book buy "
+    "calculate call cancel change check choose close collect compare compress confirm "
+    "contact convert copy count create delete deliver deposit describe download draft "
+    "edit email estimate evaluate explain export fetch file find fix forward generate get "
+    "give help identify import inform inquire install invite issue list locate log look "
+    "make mark message modify move notify open order organise organize page pay pick "
+    "place plan play post predict prepare print publish purchase put query read "
+    "recharge recommend record refund register remind remove rename renew rent repair "
+    "repay replace reply report request reschedule reserve reset restart restore retrieve "
+    "return review run save schedule search select sell send set share show sign sort "
+    "start stop submit summarise summarize switch tell text track transfer translate turn "
+    "unsubscribe update upgrade upload verify view withdraw write"
+)
+REQUEST_VERBS = frozenset(_REQUEST_VERB_WORDS.split())
 # Where one piece of work in a request ends and the next begins.
 _PIECES = re.compile(
-    r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:and then|then|after that|afterwards|finally|also|and)\b\s+",
+    r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:and then|then|after that|afterwards|finally|also|and)\b\s+"
+    rf"|,\s+(?=(?:{'|'.join(sorted(REQUEST_VERBS))})\b(?![-']))"
+    # A request inside a sentence of circumstances: "..., but due to a conflict, please
+    # cancel it", "... last week, and now I need to change it".
+    r"|,?\s+(?=(?:please|i (?:also )?(?:need|want|would like) to)\s)",
     re.I,
 )
+# A cut, or the opening of a piece, that puts the piece after the one before.
+_SEQUENCE = re.compile(r"\b(?:then|after that|afterwards|finally|next|after this)\b", re.I)
+_OPENING_SEQUENCE = re.compile(
+    r"^(?:and\s+)?(?:then|after that|afterwards|finally|next|after this)\b[\s,]*", re.I
+)
 _FILLER = re.compile(
-    r"^(?:please|i (?:want|need|would like) to|i'd like to|can you|could you|help me)\s+", re.I
+    r"^(?:(?:please|kindly|also|(?:and )?i (?:also )?(?:want|need|would like|wish|hope)"
+    r"(?: you)?(?: to| can| could)?|i'd like to|(?:can|could|would) you|help me|to)[\s,]+)+",
+    re.I,
 )
 _MIN_PIECE_WORDS = 2
 
 
-def request_pieces(text: str) -> list[str]:
+@dataclass(frozen=True)
+class GoalPiece:
+    """One piece of work a request asks for, and whether the request puts it after the piece
+    before ("..., then ...", "After that, ...")."""
+
+    text: str
+    after_previous: bool = False
+
+
+def goal_pieces(text: str) -> list[GoalPiece]:
     """The pieces of work a request asks for, in its order: its sentences, cut again at
     "and", "then", "after that" (pieces of one word are dropped)."""
-    pieces = []
-    for raw in _PIECES.split(text):
-        piece = _FILLER.sub("", (raw or "").strip(" ,.;:"))
+    pieces: list[GoalPiece] = []
+    start, sequenced = 0, False
+    for cut in [*_PIECES.finditer(text), None]:
+        raw = text[start : cut.start() if cut else len(text)].strip(" ,.;:")
+        opening = _OPENING_SEQUENCE.match(raw)
+        sequenced = sequenced or opening is not None
+        piece = _FILLER.sub("", raw[opening.end() :] if opening else raw)
         if len(piece.split()) >= _MIN_PIECE_WORDS:
-            pieces.append(piece)
-    return pieces or [text.strip()]
+            pieces.append(GoalPiece(piece, sequenced and bool(pieces)))
+            sequenced = False
+        if cut is not None:
+            sequenced = sequenced or bool(_SEQUENCE.search(cut.group()))
+            start = cut.end()
+    return pieces or [GoalPiece(text.strip())]
+
+
+def request_pieces(text: str) -> list[str]:
+    """The texts of the pieces of work a request asks for (`goal_pieces`)."""
+    return [piece.text for piece in goal_pieces(text)]

@@ -109,7 +109,7 @@ def build_toolbox(
         arms=tuple(arms),
         resolver=resolver,
         rules=rules,
-        rule_based=RuleBasedPlanner(planning, resolver, rules, confidence),
+        rule_based=RuleBasedPlanner(planning, resolver, rules, confidence, examples.examples),
         system_prompt=prompt,
         shortlist_size=planning.tool_shortlist,
         examples=examples,

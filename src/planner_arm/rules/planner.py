@@ -20,10 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any, NamedTuple
 
-from planner_arm.config import PlanningSettings
+from planner_arm.config import PlanningSettings, WorkedExample
 from planner_arm.errors import BudgetExceeded
 from planner_arm.plan import arms
 from planner_arm.plan.arms import ArmResolver, typical_cost_tier, typical_duration_seconds
@@ -46,7 +46,7 @@ from planner_arm.rules.goals import (
     has_word,
 )
 from planner_arm.rules.templates import Step, kinds
-from planner_arm.rules.tools import tool_plan
+from planner_arm.rules.tools import ToolPlanner, tool_plan
 
 __all__ = ["classify_goal", "goal_subject", "rule_based_plan"]
 
@@ -72,11 +72,14 @@ def rule_based_plan(
     *,
     planning: PlanningSettings,
     resolver: ArmResolver,
+    tools: ToolPlanner | None = None,
+    examples: Sequence[WorkedExample] = (),
 ) -> DraftPlan:
     """A valid plan for `goal` from the templates of its parts, within the planning limits;
-    over a caller's tools (the tools profile), the tools the goal calls for."""
+    over a caller's tools (the tools profile), the tools the goal calls for (`tools`: the
+    tool set's planner, built on the spot when not given; `examples`: the request's own)."""
     if resolver.index is not None:
-        return tool_plan(goal, context, resolver, planning.max_steps)
+        return tool_plan(goal, context, resolver, planning.max_steps, tools, examples)
     pieces, size, with_check = _sized(goal, planning, resolver)
     parts: list[_Part] = []
     for piece in pieces:
@@ -332,6 +335,8 @@ def plan_within_budget(
     resolver: ArmResolver,
     rules: PlanRules,
     budget: Budget | None,
+    tools: ToolPlanner | None = None,
+    examples: Sequence[WorkedExample] = (),
 ) -> tuple[DraftPlan, ValidPlan]:
     """The rule-based plan, with as many steps as the planning limits and the budget allow.
 
@@ -344,13 +349,15 @@ def plan_within_budget(
     best: tuple[DraftPlan, ValidPlan] | None = None
     for size in range(largest, planning.min_steps - 1, -1):
         fitted = planning.model_copy(update={"max_steps": size})
-        draft = rule_based_plan(goal, constraints, context, planning=fitted, resolver=resolver)
+        draft = rule_based_plan(goal, constraints, context, planning=fitted, resolver=resolver,
+                                tools=tools, examples=examples)  # fmt: skip
         valid = validate_plan(draft, rules)
         best = (draft, valid)
         if not budget_problems(valid.steps, budget):
             return best
     if best is None:  # the budget allows fewer steps than the configured minimum
-        draft = rule_based_plan(goal, constraints, context, planning=planning, resolver=resolver)
+        draft = rule_based_plan(goal, constraints, context, planning=planning, resolver=resolver,
+                                tools=tools, examples=examples)  # fmt: skip
         best = (draft, validate_plan(draft, rules))
     assert budget is not None  # without a budget the first size fits
     problems = budget_problems(best[1].steps, budget)
@@ -367,6 +374,15 @@ class RuleBasedPlanner:
     resolver: ArmResolver
     rules: PlanRules
     confidence: float
+    # The configured worked examples: with the tools, they make the tool graph.
+    examples: Sequence[WorkedExample] = ()
+
+    @cached_property
+    def tools(self) -> ToolPlanner | None:
+        """The tool planner of a tool set (its graph built on first use), None for agents."""
+        if self.resolver.index is None:
+            return None
+        return ToolPlanner.over(self.resolver, self.examples)
 
     def refuse_impossible(self, budget: Budget | None) -> None:
         refuse_impossible_budget(budget, self.planning)
@@ -381,6 +397,8 @@ class RuleBasedPlanner:
             resolver=self.resolver,
             rules=self.rules,
             budget=budget,
+            tools=self.tools,
+            examples=request.examples or (),
         )
 
     def whole_plan(self, request: PlanRequest) -> Sequence[PlanStep]:
@@ -395,6 +413,8 @@ class RuleBasedPlanner:
                 request.context,
                 planning=self.planning,
                 resolver=self.resolver,
+                tools=self.tools,
+                examples=request.examples or (),
             )
             return validate_plan(draft, self.rules).steps
 

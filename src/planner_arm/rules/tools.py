@@ -1,82 +1,426 @@
-"""The rule-based plan over a caller's tools: the tools the request calls for, in its order.
+"""The rule-based plan over a caller's tools: the tools the request calls for, each after the
+steps that make its inputs, linked by what each needs.
 
-The request is cut into the pieces of work it asks for (sentences, then "and", "then",
-"after that"); each piece gets the tool whose name and description match it best (BM25, see
-`plan/tools.py`), a tool only once; the chosen tools run in the order the request mentions the
-work, each after the one before it (a tool's output is usually the next one's input). A piece
-no tool matches adds no step; a request that matches none gets the one best tool overall.
+1. Pieces. The request is cut into pieces of work (`goal_pieces`: sentences, then "and",
+   "then", "after that", a comma before a verb).
+2. A tool per piece, only a strong one. The candidates are the piece's best BM25 matches
+   (over the tools' names, descriptions and the requests of the worked examples that call
+   them) and the tools it names most strongly by their own words (`ToolWords.strength`). The
+   best candidate by its BM25 match, its own words, how often the examples call it after the
+   tool before and how well the whole request matches it is taken only when the piece names
+   it strongly enough (`MIN_STRENGTH`; `UNLED_FACTOR` times that for a piece that opens with
+   no verb, a detail such as "the check-out date on Monday"), or when it is the piece's best
+   BM25 match and worked examples call it (their requests' words are then the evidence). A
+   piece with no such tool adds no step; when it asks for work (opens with a verb or asks a
+   question), the warning `goal_part_unplanned` names it. A tool is used once, unless two
+   pieces ask it for different things (other names, numbers, quotes).
+3. Producers. A step whose tool needs an id (`ToolGraph.traits`) that no step before it
+   yields and the request does not give itself ("movie 603") gets, before it, a step of the
+   tool that yields it: the one the examples most often show before this tool, else one that
+   needs nothing itself (finders first), else the best match for the piece; and so on for that
+   step's own needs, `MAX_PRODUCER_DEPTH` deep. With no such need, the tool the examples
+   usually show it waiting for (`ToolGraph.usual_producer`) is added the same way. A step
+   that yields what an earlier one needs is moved before it.
+4. Links. Each step waits for the nearest earlier step that yields what it needs, for the
+   nearest earlier step the examples usually show it waiting for, and for the piece before
+   when the request puts it after that piece ("then"), refers back to it ("it", "the
+   result") or delivers it (a tool that sends, posts or notifies, after one that does not).
+   A step with none of these waits for the step before only when the worked examples mostly
+   chain their steps; otherwise it is independent, and runs in parallel.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from graphlib import CycleError
 from typing import Any
 
+from planner_arm.limits import WorkedExample
 from planner_arm.plan.arms import ArmResolver, typical_cost_tier, typical_duration_seconds
-from planner_arm.plan.draft import DraftPlan, DraftStep
+from planner_arm.plan.dag import stable_topological_order
+from planner_arm.plan.draft import DraftPlan, DraftStep, repair
+from planner_arm.plan.lexicon import word_set
+from planner_arm.plan.tool_graph import ToolGraph
 from planner_arm.plan.tool_index import ToolIndex
-from planner_arm.plan.tools import request_pieces
+from planner_arm.plan.tool_traits import entity_key, tokens
+from planner_arm.plan.tool_words import leading_verb
+from planner_arm.plan.tools import GoalPiece, goal_pieces, name_words
+from planner_arm.rules.tool_actions import (
+    clip,
+    is_question,
+    producer_action,
+    specifics,
+    step_action,
+)
 
-# A piece's tool must score at least this share of the best piece's best match: a piece
-# that only chats ("Who played in it?") adds no step.
-_RELATIVE_FLOOR = 0.5
-_MAX_ACTION_CHARS = 300
+# The tool's own words a piece must name, as `ToolWords.strength` counts them: about one word
+# that few other tools have ("order" alone, in four tools of ten, is not enough to call
+# `refund_order` for "order a pizza").
+MIN_STRENGTH = 0.6
+# A piece that opens with no verb (a detail) must name its tool this many times as strongly.
+UNLED_FACTOR = 2.0
+# Tools weighed for a piece: its best BM25 matches and the tools it names most strongly.
+CANDIDATES = 8
+# How a candidate is weighed: its BM25 match (as a share of the piece's best), its own words
+# (as a share of the strongest candidate's; with worked examples the BM25 match carries
+# their requests' words and the own words count less), the share of the previous tool's
+# calls in the examples that it follows, and the whole request's match ("change it to 8 am"
+# after "set an alarm" is about the alarm).
+MATCH_WEIGHT = 1.0
+OWN_WORDS_WEIGHT = 2.0
+OWN_WORDS_WEIGHT_WITH_EXAMPLES = 0.2
+FOLLOW_WEIGHT = 0.5
+CONTEXT_WEIGHT = 1.0
+# How deep producers of producers are added.
+MAX_PRODUCER_DEPTH = 2
+_WARNING_CHARS = 80
+_CRITERION_CHARS = 120
+
+# A piece that refers back to what the piece before produced.
+_BACK_REFERENCE = re.compile(
+    r"\b(?:it|its|them|this|these|those|the results?|the same|the (?:best |first |last )?ones?)"
+    r"\b",
+    re.IGNORECASE,
+)
+# Words of a tool's name that say it delivers something (a message, a notice, a page).
+_DELIVERY_WORDS = word_set(
+    "send email mail text message post notify tell inform share report reply forward publish "
+    "announce page alert"
+)
+# An id the request gives itself, after the entity's noun: "movie 603", "order #A-1",
+# "ticket T-4471", "customer id 42".
+_ID_VALUE = r"(?:\s+(?:id|ids|number|no\.?|#))?\s*[:#]?\s*[\"']?[A-Za-z]*[-_]?\d[\w-]*"
+
+
+@dataclass
+class _Step:
+    tool: str
+    # The piece of the request it is for (a producer: its consumer's piece).
+    piece: str
+    piece_index: int
+    # It waits for the piece before ("then", "it", a delivery).
+    waits: bool = False
+    # A producer: the entity it yields (None: the examples' usual producer) and for whom.
+    makes: str | None = None
+    for_tool: str | None = None
+    depends_on: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ToolPlanner:
+    """The rule-based planner over one tool set: its resolver (with the BM25 index) and its
+    tool graph (built once, with the configured worked examples)."""
+
+    resolver: ArmResolver
+    graph: ToolGraph
+
+    @classmethod
+    def over(cls, resolver: ArmResolver, examples: Sequence[WorkedExample] = ()) -> ToolPlanner:
+        return cls(resolver, ToolGraph.build(resolver.arms, examples))
+
+    def plan(self, goal: str, max_steps: int, examples: Sequence[WorkedExample] = ()) -> DraftPlan:
+        """A plan of tool calls for `goal`, at most `max_steps` of them; `examples`: the
+        request's own worked examples, counted with the configured ones."""
+        graph = self.graph.with_examples(examples)
+        index = self.resolver.index or ToolIndex(self.resolver.arms)
+        noted = self.graph.counts.examples > 0  # the configured examples, in the index
+        chosen, unplanned = _Matcher(index, graph, goal, noted).chosen()
+        if not chosen:  # a plan has a step: the best match for the whole request
+            ranked = index.ranked(goal)
+            chosen = [_Step(ranked[0][0] if ranked else self.resolver.arm_ids[0], goal, 0)]
+        steps = _linked(_ordered(_with_producers(chosen, graph, goal), graph), graph)
+        steps = _trimmed(steps, max_steps)
+        warnings = [repair("goal_part_unplanned", clip(text, _WARNING_CHARS)) for text in unplanned]
+        drafts = [_draft(step, number, graph) for number, step in enumerate(steps, 1)]
+        return DraftPlan(drafts, _rationale(steps, unplanned), warnings=warnings)
 
 
 def tool_plan(
-    goal: str, context: Mapping[str, Any], resolver: ArmResolver, max_steps: int
+    goal: str,
+    context: Mapping[str, Any],
+    resolver: ArmResolver,
+    max_steps: int,
+    planner: ToolPlanner | None = None,
+    examples: Sequence[WorkedExample] = (),
 ) -> DraftPlan:
-    """A plan of tool calls for `goal`, at most `max_steps` of them."""
-    index = resolver.index or ToolIndex(resolver.arms)
-    chosen = _chosen_tools(index, goal) or [(_best_overall(index, resolver, goal), goal)]
-    steps = [
-        DraftStep(
-            action=_action(tool, piece),
-            required_arm=tool,
-            acceptance_criteria=[f"{tool} answered for: {_clip(piece, 120)}"],
-            depends_on=[number - 1] if number > 1 else [],
-            step=number,
-            estimated_cost_tier=typical_cost_tier(tool),
-            estimated_duration_seconds=typical_duration_seconds(tool),
-        )
-        for number, (tool, piece) in enumerate(chosen[:max_steps], 1)
+    """A plan of tool calls for `goal` (the tool set's planner, or one built on the spot)."""
+    del context  # the pieces and the tools decide; the context's values are the steps' inputs
+    return (planner or ToolPlanner.over(resolver)).plan(goal, max_steps, examples)
+
+
+class _Matcher:
+    """Each piece of one request matched to its tool."""
+
+    def __init__(self, index: ToolIndex, graph: ToolGraph, goal: str, noted: bool) -> None:
+        self.index = index
+        self.graph = graph
+        self.goal = goal
+        self.pieces = goal_pieces(goal)
+        self.rankings = [index.ranked(piece.text) if index.ids else [] for piece in self.pieces]
+        whole = index.ranked(goal) if index.ids and len(self.pieces) > 1 else []
+        self.context = {
+            tool: score / whole[0][1] for tool, score in whole[:CANDIDATES] if score > 0
+        }
+        # With configured worked examples, the BM25 index describes the tools by the requests
+        # of the examples that call them too: its match then counts more than the own words.
+        self.own_words = OWN_WORDS_WEIGHT_WITH_EXAMPLES if noted else OWN_WORDS_WEIGHT
+        self.mentioned = {entity_key(word) for word in tokens(goal)}
+
+    def chosen(self) -> tuple[list[_Step], list[str]]:
+        """Each piece's step (none for a piece no tool does well, nor for a repeat), the
+        tools the request names, and the pieces of work no tool does."""
+        chosen: list[_Step] = []
+        unplanned: list[str] = []
+        for position, piece in enumerate(self.pieces):
+            previous = chosen[-1].tool if chosen else None
+            asks = leading_verb(piece.text) is not None or is_question(piece.text)
+            made = {key for step in chosen for key in self.graph.traits[step.tool].yields}
+            tool = self._tool(position, previous, asks, made)
+            if tool is None:
+                if asks:
+                    unplanned.append(piece.text)
+            elif not _repeats(tool, piece, chosen):
+                waits = piece.after_previous or _refers_back(piece.text, tool, previous)
+                chosen.append(_Step(tool, piece.text, position, waits))
+        for named in self.index.named_in(self.goal):  # a tool the request names is wanted
+            if all(step.tool != named for step in chosen):
+                chosen.append(_Step(named, self.goal, len(self.pieces)))
+        return chosen, unplanned
+
+    def _tool(self, position: int, previous: str | None, asks: bool, made: set[str]) -> str | None:
+        """The tool of piece `position`, None when no candidate is strong enough; a tool
+        whose declared input (an `image`) neither the request mentions nor an earlier step
+        yields is a candidate only when no other is."""
+        piece, ranking = self.pieces[position].text, self.rankings[position]
+        best = ranking[0][1] if ranking else 0.0
+        matched = {tool: score / best for tool, score in ranking[:CANDIDATES] if score > 0}
+        found = dict.fromkeys([*matched, *self.graph.words.strongest(piece, CANDIDATES)])
+        fed = [tool for tool in found if self._inputs_at_hand(tool, made)]
+        candidates = fed or list(found)
+        if not candidates:
+            return None
+        strengths = {tool: self.graph.words.strength(piece, tool) for tool in candidates}
+        strongest = max(strengths.values()) or 1.0
+
+        def worth(tool: str) -> float:
+            follows = self.graph.follow_share(previous, tool) if previous is not None else 0.0
+            return (
+                MATCH_WEIGHT * matched.get(tool, 0.0)
+                + self.own_words * strengths[tool] / strongest
+                + FOLLOW_WEIGHT * follows
+                + CONTEXT_WEIGHT * self.context.get(tool, 0.0)
+            )
+
+        tool = max(candidates, key=worth)
+        if strengths[tool] >= MIN_STRENGTH * (1.0 if asks else UNLED_FACTOR):
+            return tool
+        called = self.graph.counts.calls.get(tool, 0) > 0
+        return tool if called and matched.get(tool) == 1.0 else None
+
+    def _inputs_at_hand(self, tool: str, made: set[str]) -> bool:
+        traits = self.graph.traits[tool]
+        given = [key for key in traits.needs if key not in traits.fetched]
+        return all(key in self.mentioned or key in made for key in given)
+
+
+def _refers_back(piece: str, tool: str, previous: str | None) -> bool:
+    """Whether a piece works on what the piece before produced: it refers back to it ("it",
+    "the result"), or its tool delivers (sends, posts, notifies) after one that does not (two
+    messages in a row are two messages)."""
+    if _BACK_REFERENCE.search(piece) is not None:
+        return True
+    return _delivers(tool) and previous is not None and not _delivers(previous)
+
+
+def _delivers(tool: str) -> bool:
+    return any(word in _DELIVERY_WORDS for word in name_words(tool).split())
+
+
+def _repeats(tool: str, piece: GoalPiece, chosen: list[_Step]) -> bool:
+    """Whether `tool` is already chosen for the same things: a piece that names other
+    things (names, numbers, quotes) asks for the tool again."""
+    earlier = [step for step in chosen if step.tool == tool]
+    if not earlier:
+        return False
+    mine = {text.lower() for text in specifics(piece.text)}
+    return not mine or any(
+        {text.lower() for text in specifics(step.piece)} >= mine for step in earlier
+    )
+
+
+def _with_producers(chosen: list[_Step], graph: ToolGraph, goal: str) -> list[_Step]:
+    """The chosen steps, each after the steps that make what it needs."""
+    planned = {step.tool for step in chosen}
+    steps: list[_Step] = []
+    for step in chosen:
+        steps += _producers(step, steps, planned, graph, goal, 0)
+        steps.append(step)
+    return steps
+
+
+def _producers(
+    step: _Step, before: list[_Step], planned: set[str], graph: ToolGraph, goal: str, depth: int
+) -> list[_Step]:
+    """The producer steps `step` needs, each after its own (none already planned)."""
+    if depth >= MAX_PRODUCER_DEPTH:
+        return []
+    added: list[_Step] = []
+    for key, producer in _missing(step, before, planned, graph, goal):
+        planned.add(producer)
+        made = _Step(producer, step.piece, step.piece_index, makes=key, for_tool=step.tool)
+        added += _producers(made, [*before, *added], planned, graph, goal, depth + 1)
+        added.append(made)
+    return added
+
+
+def _missing(
+    step: _Step, before: list[_Step], planned: set[str], graph: ToolGraph, goal: str
+) -> list[tuple[str | None, str]]:
+    """(entity, producer) for each id `step` needs that nothing before it yields, the goal
+    does not give and the examples do not overrule; with none, the examples' usual producer
+    of the tool when nothing before it is linked to it in the examples."""
+    made = {key for other in before for key in graph.traits[other.tool].yields}
+    needed = [
+        key
+        for key in graph.traits[step.tool].fetched_needs()
+        if key not in made
+        and not _gives(goal, graph.noun(key))
+        and not graph.doubts(step.tool, key)
     ]
-    names = ", ".join(step.required_arm for step in steps)
-    return DraftPlan(steps, f"The tools the request calls for, in its order: {names}.")
+    missing: list[tuple[str | None, str]] = []
+    for key in needed:
+        producer = _producer_of(key, step, graph)
+        if producer is not None and producer not in planned:
+            missing.append((key, producer))
+    usual = graph.usual_producer(step.tool)
+    linked = any(graph.usually_linked(other.tool, step.tool) for other in before)
+    if not needed and usual is not None and usual not in planned and not linked:
+        missing.append((None, usual))
+    return missing
 
 
-def _chosen_tools(index: ToolIndex, goal: str) -> list[tuple[str, str]]:
-    """Each piece of work's best tool (each tool once, a weak match left out), then any tool
-    the request names, with the piece it is for."""
-    pieces = request_pieces(goal)
-    best = [index.ranked(piece)[0][1] if index.ids else 0.0 for piece in pieces]
-    floor = _RELATIVE_FLOOR * max(best, default=0.0)
-    chosen: dict[str, str] = {}
-    for piece in pieces:
-        tool, score = _best_unused(index, piece, set(chosen))
-        if tool is not None and score > 0 and score >= floor:
-            chosen[tool] = piece
-    for named in index.named_in(goal):  # a tool the request names is wanted
-        chosen.setdefault(named, goal)
-    return list(chosen.items())
+def _gives(goal: str, noun: str) -> bool:
+    """Whether the goal gives the entity's id itself ("movie 603", "customer id 42")."""
+    return re.search(rf"\b{re.escape(noun)}s?{_ID_VALUE}", goal, re.IGNORECASE) is not None
 
 
-def _best_overall(index: ToolIndex, resolver: ArmResolver, goal: str) -> str:
-    ranked = index.ranked(goal)
-    return ranked[0][0] if ranked else resolver.arm_ids[0]
+def _producer_of(key: str, step: _Step, graph: ToolGraph) -> str | None:
+    """The tool that makes entity `key` for `step`: the one the examples show before it most,
+    else one that needs no id itself (finders first), else the best match for the piece."""
+    makers = [tool for tool in graph.makers(key) if tool != step.tool]
+    return max(
+        makers,
+        key=lambda tool: (
+            graph.link_count(tool, step.tool),
+            not graph.traits[tool].fetched,
+            graph.words.strength(step.piece, tool),
+            -makers.index(tool),
+        ),
+        default=None,
+    )
 
 
-def _best_unused(index: ToolIndex, piece: str, used: set[str]) -> tuple[str | None, float]:
-    for tool, score in index.ranked(piece):
-        if tool not in used:
-            return tool, score
-    return None, 0.0
+def _ordered(steps: list[_Step], graph: ToolGraph) -> list[_Step]:
+    """The steps in the request's order, except that a step comes after the one that yields
+    what it needs (the nearest before it, else the first after it)."""
+    yielders = [set(graph.traits[step.tool].yields) for step in steps]
+    deps: list[list[int]] = []
+    for position, step in enumerate(steps):
+        after = []
+        for key in graph.traits[step.tool].needs:
+            makers = [pos for pos, made in enumerate(yielders) if key in made and pos != position]
+            earlier = [pos for pos in makers if pos < position]
+            if makers:
+                after.append(earlier[-1] if earlier else makers[0])
+        deps.append(after)
+    try:
+        return [steps[pos] for pos in stable_topological_order(deps)]
+    except CycleError:
+        return steps
 
 
-def _action(tool: str, piece: str) -> str:
-    text = _clip(piece, _MAX_ACTION_CHARS)
-    return f"Call {tool} to {text[0].lower()}{text[1:]}" if text else f"Call {tool}"
+def _linked(steps: list[_Step], graph: ToolGraph) -> list[_Step]:
+    """Each step with the earlier steps it waits for (numbered from 1)."""
+    chains = graph.chains()
+    for position, step in enumerate(steps):
+        earlier = steps[:position]
+        deps = set(_fed_by(step, earlier, graph))
+        learned = [
+            n for n, other in enumerate(earlier, 1) if graph.usually_linked(other.tool, step.tool)
+        ]
+        deps.update(learned[-1:])
+        if step.waits:
+            last = _last_of_previous_piece(step, earlier)
+            if last and not any(last in _ancestors(dep, steps) for dep in deps):
+                deps.add(last)
+        if not deps and earlier and chains:
+            deps.add(position)
+        step.depends_on = sorted(deps)
+    return steps
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _fed_by(step: _Step, earlier: list[_Step], graph: ToolGraph) -> list[int]:
+    """For each thing `step` needs, the nearest earlier step that yields it."""
+    found = []
+    for key in graph.traits[step.tool].needs:
+        makers = [n for n, other in enumerate(earlier, 1) if key in graph.traits[other.tool].yields]
+        found += makers[-1:]
+    return found
+
+
+def _ancestors(number: int, steps: list[_Step]) -> set[int]:
+    """Step `number` and every step it waits for, directly or not."""
+    seen = {number}
+    pending = [number]
+    while pending:
+        for dep in steps[pending.pop() - 1].depends_on:
+            if dep not in seen:
+                seen.add(dep)
+                pending.append(dep)
+    return seen
+
+
+def _last_of_previous_piece(step: _Step, earlier: list[_Step]) -> int:
+    """The number of the last earlier step of an earlier piece (0: none)."""
+    numbers = [n for n, other in enumerate(earlier, 1) if other.piece_index < step.piece_index]
+    return numbers[-1] if numbers else 0
+
+
+def _trimmed(steps: list[_Step], max_steps: int) -> list[_Step]:
+    kept = steps[:max_steps]
+    for step in kept:
+        step.depends_on = [dep for dep in step.depends_on if dep <= len(kept)]
+    return kept
+
+
+def _draft(step: _Step, number: int, graph: ToolGraph) -> DraftStep:
+    if step.for_tool is not None:
+        noun = graph.noun(step.makes) if step.makes else None
+        description = graph.description(step.tool)
+        action = producer_action(step.tool, noun, step.for_tool, step.piece, description)
+        criterion = f"{step.tool} answered with what {step.for_tool} needs"
+    else:
+        action = step_action(step.tool, step.piece)
+        criterion = f"{step.tool} answered for: {clip(step.piece, _CRITERION_CHARS)}"
+    return DraftStep(
+        action=action,
+        required_arm=step.tool,
+        acceptance_criteria=[criterion],
+        depends_on=list(step.depends_on),
+        step=number,
+        estimated_cost_tier=typical_cost_tier(step.tool),
+        estimated_duration_seconds=typical_duration_seconds(step.tool),
+    )
+
+
+def _rationale(steps: list[_Step], unplanned: list[str]) -> str:
+    called = ", ".join(dict.fromkeys(step.tool for step in steps if step.for_tool is None))
+    added = ", ".join(dict.fromkeys(step.tool for step in steps if step.for_tool is not None))
+    text = f"Rule-based tool plan: {called} for the pieces of work the request asks for"
+    if added:
+        text += f"; {added} added before them, to make what they need"
+    if unplanned:
+        text += f"; {len(unplanned)} piece(s) no tool does (goal_part_unplanned)"
+    return text + "."

@@ -1,0 +1,280 @@
+"""What one tool needs and what it yields, read from the tool alone.
+
+A tool *needs* an entity when it takes that entity's id as input, and *yields* one when it
+gives ids out. Read, strongest first:
+
+- what it declares: `consumes` and `produces` (a declared type that is not an id, `text`,
+  `image`, links steps but is something a caller can give, so no step is added to make it);
+- its input schema: a property `movie_id` (or `movieId`) is a movie id, the required ones
+  first; a property `id` is an id of what the tool's name is about;
+- its description: an id mentioned after "by", "for", "given", "with", "based on" ... is
+  needed ("Get the cast of a movie by its movie id"), one after "return", "yield", "get" ...
+  is yielded ("Search movies by title and return their ids"); "its" and "their" (and a bare
+  "by id") stand for the noun before them that the tool's name puts first, else the nearest
+  noun, skipping the "by title" kind of phrase that says how the tool is asked;
+- its name: a tool that searches, finds, lists or queries (`SearchCollection`,
+  `flight_search`) yields what it is about; a tool named for plural things
+  (`GetTrendingMovies`) lists them.
+
+Entities are keyed by their noun's stem (`movies` and `movie` are one entity), so what one
+tool yields is found as what another needs. Only the tool's own text is read here; the tool
+graph (`tool_graph.py`) relates the tools of a set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from planner_arm.limits import ArmSpec
+from planner_arm.plan.lexicon import STOPWORDS, stem, word_set
+
+ID_WORDS = word_set("id ids identifier identifiers")
+# Words of a tool name (as stems) that say it looks things up: it yields what it finds.
+FIND_WORDS = frozenset(
+    stem(word)
+    for word in word_set(
+        "search searching find finder lookup look list listing query queries discover browse locate"
+    )
+)
+# Words of a tool name (as stems) that say it books, reserves, buys or rents something.
+ACQUIRE_WORDS = frozenset(
+    stem(word)
+    for word in word_set("book booking reserve reservation buy purchase rent rental hire")
+)
+# Action words of tool names, so what a name is about can be told from what it does.
+ACTION_WORDS = frozenset(
+    stem(word)
+    for word in word_set(
+        "get fetch retrieve read show view describe create add new make build generate update "
+        "edit modify change set delete del remove cancel cancelling cancellation refund post "
+        "send notify share book booking reserve order place pay buy purchase sell transfer "
+        "check verify validate track tracking run start stop open close schedule reschedule "
+        "rescheduling upload download export import convert translate summarize summarise "
+        "analyze analyse count calculate compute predict recommend compare play record save "
+        "write apply submit approve reject assign login log sign register rent issue merge "
+        "changing modification inquiry request query search find lookup look list listing "
+        "reservation rental hire discover browse locate"
+    )
+)
+# Before an id: the id is asked for ("by its id", "for a customer id", "given the order id").
+_NEED_CUES = word_set(
+    "by for given using use with from on via per require requires required need needs take "
+    "takes accept accepts input based provided specified whose belonging about to in into"
+)
+# Before an id: the id is given out ("return their ids", "returns the customer_id").
+_YIELD_CUES = word_set(
+    "return returns returned returning yield yields give gives output outputs produce "
+    "produces provide provides get gets obtain obtains fetch fetches retrieve retrieves find "
+    "finds search searches list lists lookup"
+)
+_PRONOUNS = word_set("its their his her")
+# Words before an id that are not its noun ("by its id", "return ids").
+_NOT_ID_NOUNS = STOPWORDS | _PRONOUNS | _NEED_CUES | _YIELD_CUES
+# Words that are not the noun an "its" stands for.
+_NOT_NOUNS = STOPWORDS | ID_WORDS | _PRONOUNS
+# Words of a tool name that do not say what it is about.
+_NOT_ABOUT = STOPWORDS | ID_WORDS | word_set("api tool tools service")
+# How a tool is asked ("by title", "with a name"): not what an "its" stands for.
+_ASKED_BY = word_set("by with using via")
+_CUE_WINDOW = 6
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_TOKEN = re.compile(r"[^\W_]+|[.;:!?]")
+_SENTENCE_END = frozenset(".;:!?")
+
+
+@dataclass(frozen=True)
+class ToolTraits:
+    """What a tool needs and yields (entity keys, most essential first)."""
+
+    needs: tuple[str, ...] = ()
+    yields: tuple[str, ...] = ()
+    # The needs a step may be added for: ids, which a caller rarely has (not a declared
+    # type such as `text`, which the caller gives).
+    fetched: frozenset[str] = frozenset()
+    # It looks things up (its name searches, finds, lists or queries).
+    finder: bool = False
+    # What its name is about, as entity keys, in the name's order ("GetMovieCredit": movie,
+    # credit).
+    about: tuple[str, ...] = ()
+    # The entities its schema, description or declarations name with an id ("movie_id",
+    # "by its collection id"): what the tool set identifies by ids.
+    identified: frozenset[str] = frozenset()
+    # Its name says it books, reserves, buys or rents something.
+    acquires: bool = False
+    # The needs only its name suggests (the tool graph adds them): weaker evidence, which
+    # worked examples can overrule.
+    guessed: frozenset[str] = frozenset()
+
+    def fetched_needs(self) -> list[str]:
+        """The needs a step may be added for, most essential first."""
+        return [key for key in self.needs if key in self.fetched]
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case words and sentence ends; `snake_case` and `camelCase` split apart."""
+    spaced = _CAMEL.sub(" ", text.replace("_", " ").replace("-", " "))
+    return _TOKEN.findall(spaced.lower())
+
+
+def entity_key(word: str) -> str:
+    """The key an entity is matched by: its noun's stem ("movies", "movie" -> one key)."""
+    return stem(word.lower())
+
+
+def name_parts(tool_id: str) -> tuple[str | None, list[str]]:
+    """A tool name's action word (leading, trailing as in `flight_search`, else the first
+    one inside, as in "Image Search (by Image)") and the other words, what it acts on."""
+    words = [word for word in tokens(tool_id) if word not in _SENTENCE_END]
+    if len(words) < 2:
+        return None, words
+    for at in dict.fromkeys([0, len(words) - 1, *range(1, len(words) - 1)]):
+        if stem(words[at]) in ACTION_WORDS:
+            return words[at], words[:at] + words[at + 1 :]
+    return None, words
+
+
+def read_traits(spec: ArmSpec) -> ToolTraits:
+    """A tool's traits from what it declares, its schema, its description and its name."""
+    verb, about = name_parts(spec.id)
+    content = [word for word in about if word not in _NOT_ABOUT and not word.isdigit()]
+    about_keys = tuple(dict.fromkeys(entity_key(word) for word in content))
+    finder = verb is not None and stem(verb) in FIND_WORDS
+    needs, fetched, yields, identified = _ids(spec, about_keys)
+    # A finder yields what it finds; a tool named for plural things lists them.
+    if about_keys and (finder or _plural(content[-1])):
+        yields.append(about_keys[-1])
+    return ToolTraits(
+        needs=tuple(dict.fromkeys(needs)),
+        yields=tuple(dict.fromkeys(yields)),
+        fetched=frozenset(fetched),
+        finder=finder,
+        about=about_keys,
+        identified=frozenset(identified),
+        acquires=verb is not None and stem(verb) in ACQUIRE_WORDS,
+    )
+
+
+def _ids(spec: ArmSpec, about: Sequence[str]) -> tuple[list[str], list[str], list[str], set[str]]:
+    """What a tool's declarations, schema and description say it needs (all, and the ids
+    among them) and yields, and the entities they name with an id."""
+    declared = [_resource(resource) for resource in spec.consumes]
+    produced = [_resource(resource) for resource in spec.produces]
+    described_needs, described_yields = described_ids(spec.description, about)
+    fetched = [key for key, is_id in declared if is_id]
+    fetched += [*_schema_needs(spec.input_schema, about), *described_needs]
+    needs = [*(key for key, _ in declared), *fetched]
+    yields = [*(key for key, _ in produced), *described_yields]
+    identified = {key for key, is_id in produced if is_id} | set(fetched) | set(described_yields)
+    return needs, fetched, yields, identified
+
+
+def _plural(word: str) -> bool:
+    return word.endswith("s") and not word.endswith(("ss", "us", "is"))
+
+
+def _resource(resource: str) -> tuple[str, bool]:
+    """A declared resource as an entity key, and whether it names an id (`movie_id`)."""
+    words = tokens(resource)
+    is_id = len(words) > 1 and words[-1] in ID_WORDS
+    noun = words[-2] if is_id else (words[-1] if words else resource)
+    return entity_key(noun), is_id
+
+
+def _schema_needs(schema: Mapping[str, Any] | None, about: Sequence[str]) -> list[str]:
+    """The ids a tool's input schema asks for (`movie_id`), the required ones first; only
+    those when the schema says which are required."""
+    if not isinstance(schema, Mapping):
+        return []
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return []
+    required = schema.get("required")
+    names = [name for name in properties if isinstance(name, str)]
+    if isinstance(required, list):
+        names = [name for name in required if name in names]
+    keys: list[str] = []
+    for name in names:
+        words = [word for word in tokens(name) if word not in _SENTENCE_END]
+        if not words or words[-1] not in ID_WORDS:
+            continue
+        if len(words) > 1:
+            keys.append(entity_key(words[-2]))
+        elif about:
+            keys.append(about[0])
+    return keys
+
+
+def described_ids(description: str, about: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The ids a description says the tool needs, and those it says the tool yields."""
+    words = tokens(description)
+    needs: list[str] = []
+    yields: list[str] = []
+    for at, word in enumerate(words):
+        if word not in ID_WORDS:
+            continue
+        noun, start = _id_noun(words, at, about)
+        key = entity_key(noun) if noun else (about[0] if about else None)
+        if key is None:
+            continue
+        (yields if _yielded(words, start) else needs).append(key)
+    return needs, yields
+
+
+def _id_noun(words: list[str], at: int, about: Sequence[str]) -> tuple[str | None, int]:
+    """The noun an id at `at` belongs to, and where its phrase starts: "movie id", "its id",
+    "the id of the movie"."""
+    before = words[at - 1] if at > 0 else ""
+    if before.isalpha() and before not in _NOT_ID_NOUNS:
+        return before, at - 1
+    if words[at + 1 : at + 2] == ["of"]:
+        after = [word for word in words[at + 2 : at + 5] if word not in STOPWORDS]
+        if after and after[0].isalpha():
+            return after[0], at - 1 if before in _PRONOUNS or before in STOPWORDS else at
+    start = at - 1 if before in _PRONOUNS or before in ("the", "a", "an") else at
+    return _referent(words[:start], plural=before == "their", about=about), start
+
+
+def _referent(before: list[str], *, plural: bool, about: Sequence[str]) -> str | None:
+    """What "its" or "their" (or a bare "by id") stands for: of the nouns of the sentence
+    before it, the one the tool's name puts first ("GetCollectionImages": the collection),
+    else the nearest (a plural one for "their")."""
+    candidates = _nouns_before(before)
+    if plural:
+        candidates = [word for word in candidates if _plural(word)] or candidates
+    named = [word for word in candidates if entity_key(word) in about]
+    if named:
+        return min(named, key=lambda word: about.index(entity_key(word)))
+    return candidates[0] if candidates else None
+
+
+def _nouns_before(before: list[str]) -> list[str]:
+    """The words of the sentence that ends `before` that may be nouns, nearest first, but
+    not those that say how the tool is asked ("by title")."""
+    nouns: list[str] = []
+    for index in range(len(before) - 1, -1, -1):
+        word = before[index]
+        if word in _SENTENCE_END:
+            break
+        asked_by = index > 0 and before[index - 1] in _ASKED_BY
+        if asked_by or not word.isalpha() or len(word) < 3 or word in _NOT_NOUNS:
+            continue
+        if stem(word) not in ACTION_WORDS:
+            nouns.append(word)
+    return nouns
+
+
+def _yielded(words: list[str], start: int) -> bool:
+    """Whether the id whose phrase starts at `start` is given out rather than asked for: the
+    nearest cue word before it, within the sentence, says which (none: asked for)."""
+    for index in range(start - 1, max(start - 1 - _CUE_WINDOW, -1), -1):
+        word = words[index]
+        if word in _SENTENCE_END:
+            break
+        if word in _NEED_CUES:
+            return False
+        if word in _YIELD_CUES:
+            return True
+    return False
