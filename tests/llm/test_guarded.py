@@ -33,11 +33,14 @@ def sample(metrics: PlannerMetrics, name: str, **labels: str) -> float | None:
 
 
 def guarded(
-    clock: FakeClock, *, call_timeout: float = 30, **circuit: object
+    clock: FakeClock, *, call_timeout: float = 30, keys: bool = True, **circuit: object
 ) -> tuple[GuardedLLM, PlannerMetrics]:
+    """A guard over the mocked model; `keys`: API keys configured, so callers are principals
+    of their own (else every caller is the one anonymous principal)."""
     settings = make_settings(
         circuit={"consecutive_failures": 1, **circuit},
         model={"call_timeout_seconds": call_timeout},
+        auth={"api_keys": ["key-a", "key-b"]} if keys else {},
     )
     metrics = PlannerMetrics("t", "t")
     llm = LLMClient(settings, httpx.AsyncClient())
@@ -45,7 +48,12 @@ def guarded(
 
 
 async def hung_call(
-    chat_route: respx.Route, fake_clock: FakeClock, guard: GuardedLLM, *, passes: float
+    chat_route: respx.Route,
+    fake_clock: FakeClock,
+    guard: GuardedLLM,
+    *,
+    passes: float,
+    owner: str = "a",
 ) -> None:
     """A call the model never answers, cancelled (as the request ends) after `passes` s."""
     arrived = asyncio.Event()
@@ -60,7 +68,7 @@ async def hung_call(
     deadline = Deadline(10, fake_clock.as_clock())
     call = asyncio.create_task(
         guard.call(
-            MODEL, MESSAGES, deadline, Spend(), owner="a", seconds=9.9, min_call_seconds=0.05
+            MODEL, MESSAGES, deadline, Spend(), owner=owner, seconds=9.9, min_call_seconds=0.05
         )
     )
     await arrived.wait()
@@ -77,6 +85,28 @@ async def test_a_call_cut_off_by_the_deadline_is_no_verdict_on_the_model(
     assert sample(metrics, "planner_llm_calls_total", model=MODEL, outcome="deadline") == 1
     assert sample(metrics, "planner_llm_calls_total", model=MODEL, outcome="timeout") is None
     assert guard.circuits() == {MODEL: "closed"}
+
+
+async def test_a_model_cut_off_for_two_callers_is_slow_for_more_than_one(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    guard, metrics = guarded(fake_clock, consecutive_failures=2)
+    await hung_call(chat_route, fake_clock, guard, passes=10, owner="a")
+    await hung_call(chat_route, fake_clock, guard, passes=10, owner="a")
+    assert guard.circuits() == {MODEL: "closed"}  # one caller's slow requests: no verdict
+    await hung_call(chat_route, fake_clock, guard, passes=10, owner="b")
+    await hung_call(chat_route, fake_clock, guard, passes=10, owner="a")
+    assert sample(metrics, "planner_llm_calls_total", model=MODEL, outcome="timeout") == 2
+    assert guard.circuits() == {MODEL: "open"}
+
+
+async def test_with_one_principal_a_hanging_model_still_opens_its_circuit(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    guard, metrics = guarded(fake_clock, keys=False)
+    await hung_call(chat_route, fake_clock, guard, passes=10)
+    assert sample(metrics, "planner_llm_calls_total", model=MODEL, outcome="timeout") == 1
+    assert guard.circuits() == {MODEL: "open"}
 
 
 async def timed_out(guard: GuardedLLM, clock: FakeClock, owner: str, seconds: float) -> None:

@@ -194,6 +194,41 @@ def _gauge_reading(circuit: ModelCircuit) -> Callable[[], float]:
     return lambda: _CIRCUIT_GAUGE[circuit.state]
 
 
+class DeadlineCuts:
+    """Calls cut short by their request's deadline, per model, and whether one is a verdict on
+    the model. While the cut calls of the circuit's window are one principal's, they are that
+    principal's slow requests (a long prompt, a long answer): no verdict, so they cannot close
+    the model for the others. Once another principal's call is cut too, the model is slow for
+    more than one caller and the cut counts as a timeout. With one principal only (no API keys)
+    every cut counts: there is nobody else to protect, and a hanging model must still open its
+    circuit."""
+
+    def __init__(self, window_seconds: float, clock: Clock, *, principals: bool) -> None:
+        self._window = window_seconds
+        self._clock = clock
+        self._principals = principals
+        self._cuts: dict[str, deque[tuple[float, Hashable]]] = {}
+
+    def is_verdict(self, model: str, owner: Hashable) -> bool:
+        """Note a cut call of `owner` to `model`; True when it counts against the model."""
+        if not self._principals:
+            return True
+        now = self._clock.now()
+        cuts = self._cuts.setdefault(model, deque())
+        while cuts and cuts[0][0] < now - self._window:
+            cuts.popleft()
+        others = any(cut_owner != owner for _, cut_owner in cuts)
+        cuts.append((now, owner))
+        # One entry per owner is enough to know whether another was cut: bounded by owners.
+        if len(cuts) > _MAX_CUTS_KEPT:
+            cuts.popleft()
+        return others
+
+
+# The cut calls remembered per model: enough to see a second principal among them.
+_MAX_CUTS_KEPT = 256
+
+
 class GuardedLLM:
     def __init__(
         self, llm: LLMClient, settings: Settings, metrics: PlannerMetrics, clock: Clock
@@ -217,6 +252,9 @@ class GuardedLLM:
         # A timeout counts against the model only when the call had all of this: a call
         # the request's deadline left less time is cut off by the caller, not failed.
         self._own_budget = settings.model.call_timeout_seconds
+        self._cuts = DeadlineCuts(
+            settings.circuit.window_seconds, clock, principals=settings.auth.enabled
+        )
 
     def _circuit_changed(self, model: str, state: CircuitState) -> None:
         # An operator wants to see a model go out of service and come back in the logs, not
@@ -286,12 +324,19 @@ class GuardedLLM:
                 model, messages, timeout=timeout, sink=sink, answer_schema=answer_schema
             )
         except LLMError as error:
-            self._judge(circuit, error, own_budget, self._clock.now() - started)
+            cut = error.code == "timeout" and not own_budget
+            self._judge(circuit, error, cut and not self._cuts.is_verdict(model, owner), started)
             raise
         except asyncio.CancelledError:
             if deadline.remaining() < min_call_seconds:
-                self._metrics.record_llm_call(model, "deadline", self._clock.now() - started)
-            circuit.release()  # the request's deadline, or its caller left: no verdict
+                # The request's deadline cut the call: a verdict only as `DeadlineCuts` says.
+                took = self._clock.now() - started
+                if self._cuts.is_verdict(model, owner):
+                    self._metrics.record_llm_call(model, "timeout", took)
+                    circuit.record_failure()
+                    raise
+                self._metrics.record_llm_call(model, "deadline", took)
+            circuit.release()  # the caller's deadline, or its caller left: no verdict
             raise
         except BaseException:
             circuit.release()
@@ -303,10 +348,13 @@ class GuardedLLM:
         self._account(model, completion, spend)
         return completion
 
-    def _judge(self, circuit: ModelCircuit, error: LLMError, own_budget: bool, took: float) -> None:
-        """What a failed call says of its model. A timeout of a call that the request's
-        deadline gave less than the model's own budget is the caller's, not the model's."""
-        if error.code == "timeout" and not own_budget:
+    def _judge(
+        self, circuit: ModelCircuit, error: LLMError, callers_own: bool, started: float
+    ) -> None:
+        """What a failed call says of its model. `callers_own`: a timeout the caller's deadline
+        made, no verdict on the model (see `DeadlineCuts`)."""
+        took = self._clock.now() - started
+        if callers_own:
             self._metrics.record_llm_call(circuit.model, "deadline", took)
             circuit.release()
             return
