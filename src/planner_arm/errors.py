@@ -14,7 +14,9 @@
     │   ├── InvalidIdempotencyKey     an Idempotency-Key that breaks the rules
     │   ├── IdempotencyInProgress     the key's first request is still planning
     │   └── TooManyRequests           429 with `retry_after`: `rate_limited` (the caller's
-    │                                 request rate) or `tenant_quota_exceeded` (plan bytes held)
+    │       │                         request rate) or `tenant_quota_exceeded` (plan bytes held)
+    │       └── ToolSetsBusy          `tool_sets_busy`: the caller's tool-set builds are all
+    │                                 in use until its request's deadline
     ├── NotReady                      starting (`not_ready`) or draining (`shutting_down`)
     ├── StoreUnavailable              the plan store (Redis) does not answer
     │   └── StoreFull                 Redis refuses writes: out of memory (noeviction)
@@ -220,6 +222,13 @@ class TooManyRequests(RequestRejected):
 
 class TenantQuotaExceeded(TooManyRequests):
     code = "tenant_quota_exceeded"
+
+
+class ToolSetsBusy(TooManyRequests):
+    """429: every build a principal may run at once is building one of its other tool sets,
+    and none ended before this request's deadline."""
+
+    code = "tool_sets_busy"
 
 
 class StoreUnavailable(PlannerError):
