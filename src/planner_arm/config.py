@@ -237,8 +237,8 @@ class ToolSetSettings(Section):
     # either, the least recently used set of the principal holding the most goes first.
     max_kept: int = Field(64, ge=1, le=10_000)
     max_bytes: int = Field(64 * 1024 * 1024, ge=1024 * 1024, le=64 * 1024**3)
-    # Per-tool work (its words for the index and the lexicon) shared by the sets that have
-    # the same tool, at most this many bytes.
+    # Each tool's words as the search index reads them, shared by the sets that have the
+    # same tool: at most this many bytes.
     shared_bytes: int = Field(8 * 1024 * 1024, ge=0, le=16 * 1024**3)
     # Tool sets (and their search indexes) built at once in the process, and by one
     # principal; a principal's next build waits for one of its own to end, within its

@@ -135,8 +135,8 @@ def content_key(*texts: str) -> bytes:
 
 
 class ToolMemo:
-    """Per-tool work shared by the tool sets that have the tool (its words for the index,
-    its lexicon entries), kept by content: least recently used out past `max_bytes`."""
+    """Per-tool work shared by the tool sets that have the tool (its words as the index reads
+    them), kept by content: least recently used out past `max_bytes`."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
