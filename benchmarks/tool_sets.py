@@ -4,10 +4,12 @@
     .venv/bin/python benchmarks/tool_sets.py [--sets 64] [--maximal-sets 32] [--builds 6]
         [--concurrency 4] [--stub] [--env NAME=VALUE ...]
 
-Starts the service (`python -m planner_arm serve`, memory store, no model: the rule-based
-tool planner; `--stub`: the zero-latency stub model of tests/support/stub_model.py, whose plan
-names the built-in agents, so every step's tool is mended by the index or the lexicon) on a
-free loopback port, twice:
+First builds one set of each size below in this process, as the service does, and prints its
+measured weight with its index (what most requests build) and with every part, beside what
+building it allocated under `tracemalloc`. Then starts the service (`python -m planner_arm
+serve`, memory store, no model: the rule-based tool planner; `--stub`: the zero-latency stub
+model of tests/support/stub_model.py, whose plan names the built-in agents, so every step's
+tool is mended by the index or the lexicon) on a free loopback port, twice:
 
 1. with the default limits: sends `--sets` POST /plan, each with its own 300-tool set, as
    large as the 64 KiB body limit lets it be, `--concurrency` at a time; prints the RSS before,
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import multiprocessing
 import os
@@ -43,11 +46,17 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from planner_arm.config import ArmSpec, load_settings
+from planner_arm.plan.tool_index import ExampleIndex
+from planner_arm.plan.weighed import BuildLane, SharedWork, ToolMemo
+from planner_arm.planning.toolboxes import build_toolbox
 
 ROOT = Path(__file__).resolve().parents[1]
 STUB = ROOT / "tests" / "support" / "stub_model.py"
@@ -318,6 +327,37 @@ def maximal_sets(args: argparse.Namespace, extra: dict[str, str]) -> bool:
         service.stop()
 
 
+def one_set_weighed(name: str, tools: int, max_body: int) -> None:
+    """One set built in this process as the service builds it: its measured weight with its
+    index (what most requests build) and with every part, and what building it allocated and
+    kept under tracemalloc (its tools and its words for the shared memo included)."""
+    settings = load_settings()
+    data = json.loads(tool_set_body(name, tools, max_body, MAX_TOOLS_BYTES))
+    shared = SharedWork(ToolMemo(settings.tool_sets.shared_bytes), BuildLane(1))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        specs = [ArmSpec(**tool) for tool in data["tools"]]
+        box = build_toolbox(
+            specs, {}, settings.planning, 0.35, ExampleIndex(settings.examples), shared
+        )
+        assert box.resolver.index is not None
+        box.resolver.index.retriever.get()
+        gc.collect()
+        indexed, allocated = box.weight, tracemalloc.get_traced_memory()[0]
+        for part in box.parts:
+            part.get()
+        gc.collect()
+        whole, all_allocated = box.weight, tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    print(
+        f"  {tools} tools, {len(json.dumps(data['tools'])):,} bytes of tools: weight with its "
+        f"index {indexed / 2**20:.2f} MiB ({allocated / 2**20:.2f} allocated), with every part "
+        f"{whole / 2**20:.2f} MiB ({all_allocated / 2**20:.2f} allocated)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", type=int, default=64)
@@ -328,6 +368,9 @@ def main() -> None:
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the service")
     args = parser.parse_args()
     extra: dict[str, Any] = dict(item.split("=", 1) for item in args.env)
+    print("one tool set, built in this process:")
+    one_set_weighed("weighed", 300, DEFAULT_BODY)
+    one_set_weighed("weighed", 500, RAISED_BODY)
     ok = many_sets(args, extra)
     ok = maximal_sets(args, extra) and ok
     sys.exit(0 if ok else 1)
