@@ -293,6 +293,25 @@ class TenantSettings(Section):
     max_cache_bytes: int = Field(2 * 1024 * 1024, ge=0, le=1024**4)
 
 
+class ToolSetSettings(Section):
+    """The tool sets requests bring (`tools`): each is built once, off the event loop, and
+    kept by content for the requests that bring it again."""
+
+    # Kept built at most: this many, and this many bytes of their measured weight; past
+    # either, the least recently used set of the principal holding the most goes first.
+    max_kept: int = Field(64, ge=1, le=10_000)
+    max_bytes: int = Field(64 * 1024 * 1024, ge=1024 * 1024, le=64 * 1024**3)
+    # Each tool's words as the search index reads them, shared by the sets that have the
+    # same tool: at most this many bytes.
+    shared_bytes: int = Field(8 * 1024 * 1024, ge=0, le=16 * 1024**3)
+    # Tool sets (and their search indexes) built at once in the process, and by one
+    # principal; a principal's next build waits for one of its own to end, within its
+    # request's deadline, else 429 `tool_sets_busy`. Builds are Python code under the
+    # interpreter lock: a second at once takes turns with the first and the event loop.
+    max_builds: int = Field(1, ge=1, le=64)
+    max_builds_per_principal: int = Field(1, ge=1, le=64)
+
+
 class StoreSettings(Section):
     """Where plans, idempotency records and the plan cache live: memory, or a shared Redis."""
 
@@ -404,6 +423,7 @@ class Settings(BaseSettings):
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     auth: AuthSettings = Field(default_factory=AuthSettings)
     tenants: TenantSettings = Field(default_factory=TenantSettings)
+    tool_sets: ToolSetSettings = Field(default_factory=ToolSetSettings)
     expansion: ExpansionSettings = Field(default_factory=ExpansionSettings)
     tracing: TracingSettings = Field(default_factory=TracingSettings)
     arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)

@@ -20,7 +20,9 @@
     │   │                             still planning when this one's deadline comes
     │   └── TooManyRequests           429 with `retry_after`: `rate_limited` (the caller's
     │       │                         request rate) or `tenant_quota_exceeded` (plan bytes held)
-    │       └── FailedKeysLimited     too many wrong API keys from one client address
+    │       ├── FailedKeysLimited     too many wrong API keys from one client address
+    │       └── ToolSetsBusy          `tool_sets_busy`: the caller's tool-set builds are all
+    │                                 in use until its request's deadline
     ├── NotReady                      starting (`not_ready`) or draining (`shutting_down`)
     ├── StoreUnavailable              the plan store (Redis) does not answer
     │   └── StoreFull                 Redis refuses writes: out of memory (noeviction)
@@ -254,6 +256,13 @@ class FailedKeysLimited(TooManyRequests):
     until `retry_after` seconds have passed."""
 
     code = "too_many_failed_keys"
+
+
+class ToolSetsBusy(TooManyRequests):
+    """429: every build a principal may run at once is building one of its other tool sets,
+    and none ended before this request's deadline."""
+
+    code = "tool_sets_busy"
 
 
 class StoreUnavailable(PlannerError):

@@ -106,6 +106,14 @@ class PlannerMetrics:
             "planner_llm_circuit_opened", "Times a model's circuit opened.", "model"
         )
         self.llm_in_flight = Gauge("planner_llm_in_flight", "LLM calls under way now.", registry=r)
+        self.tool_sets_kept = Gauge(
+            "planner_tool_sets_kept", "Tool sets of requests kept built.", registry=r
+        )
+        self.tool_sets_kept_bytes = Gauge(
+            "planner_tool_sets_kept_bytes",
+            "Measured bytes of the tool sets kept built (tool_sets.max_bytes bounds them).",
+            registry=r,
+        )
         self.cache_requests = counter(
             "planner_cache_requests",
             "Plan requests by cache outcome: hit, coalesced (joined an identical request in "

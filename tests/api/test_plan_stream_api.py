@@ -222,3 +222,28 @@ async def test_a_fallback_after_a_broken_stream_announces_itself(
     assert events[last_reset][1] == {"reason": "fallback"}
     # Every step after the last reset is the fallback plan's.
     assert [data for name, data in events[last_reset:] if name == "step"] == plan["plan"]
+
+
+async def test_a_streamed_plan_over_the_requests_tools_checks_each_step_with_them(
+    chat_route: respx.Route,
+) -> None:
+    tools = [
+        {"id": "search_movie", "description": "Search movies by title and return their ids"},
+        {"id": "GetMovieCredit", "description": "Get the cast and crew of a movie by its id"},
+    ]
+    plan = {
+        "plan": [
+            {"step": 1, "tool": "search_movie", "action": "find the id", "depends_on": []},
+            {"step": 2, "tool": "get_movie_credit", "action": "list the cast", "depends_on": [1]},
+        ]
+    }
+    chat_route.return_value = model_answer(plan)
+    body = {"goal": "Find the movie Titanic, then list its cast", "tools": tools}
+    async with running_app(make_settings()) as client:
+        events = await stream_events(client, body)
+    # Each step went out as written, its tool read among the request's: none withdrawn.
+    assert [name for name, _ in events] == ["plan.started", "step", "step", "plan"]
+    assert [data["required_arm"] for name, data in events if name == "step"] == [
+        "search_movie",
+        "GetMovieCredit",
+    ]

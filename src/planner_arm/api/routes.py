@@ -8,7 +8,6 @@ the settings, and the probes (/health, /ready, /capabilities, /metrics).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable
 from datetime import UTC, datetime
 from time import monotonic
@@ -99,8 +98,7 @@ def _planning_router(settings: Settings) -> APIRouter:
                 principal=principal,
             )
 
-        new_stream = functools.partial(caller.plans.stream, request=body)
-        return await streamed_plan(request, kind, new_stream, request_id, work)
+        return await streamed_plan(request, kind, caller.plans.stream, request_id, work)
 
     async def replan(
         body: ReplanRequest, request: Request, caller: PlanningDep

@@ -9,6 +9,7 @@ order of the arms (code -> search -> execution -> validation -> safety -> planne
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from planner_arm.plan.lexicon import (
 )
 from planner_arm.plan.tool_index import ToolIndex
 from planner_arm.plan.tools import name_words
+from planner_arm.plan.weighed import Lazy, SharedWork
 
 # Equal scores go to the arm earlier here: does the step write code, look something up, run
 # something, check results, guard safety? The planner is the answer when nothing matched (the
@@ -72,14 +74,20 @@ class ArmResolver:
         *,
         tools: bool = False,
         tool_notes: Mapping[str, Sequence[str]] | None = None,
+        shared: SharedWork | None = None,
     ) -> None:
         """`tools`: the arms are a caller's tools (the tools profile): a misspelt name maps
-        to the closest tool's, a tool named in the action counts, a "no tool" step is none."""
+        to the closest tool's, a tool named in the action counts, a "no tool" step is none.
+        `shared`: the tools' words for the index, kept for the other tool sets that have the
+        same tools, and the lane builds take.
+
+        The lexicon of the arms' words (and a tool set's index) is built on first use: most
+        steps of a tool plan name their tool, and never need it."""
         self.arms = list(arms)
         self.arm_ids: tuple[str, ...] = tuple(arm.id for arm in self.arms)
         ids = set(self.arm_ids)
         self._lower = {arm.lower(): arm for arm in reversed(self.arm_ids)}
-        self.index = ToolIndex(self.arms, tool_notes) if tools else None
+        self.index = ToolIndex(self.arms, tool_notes, shared) if tools else None
         self.aliases = {
             name.strip().lower(): target for name, target in aliases.items() if target in ids
         }
@@ -93,24 +101,8 @@ class ArmResolver:
         self._screening = frozenset(stem(verb) for verb in SCREENING_VERBS)
         self._generic = frozenset(stem(verb) for verb in GENERIC_VERBS)
         self._lead_fillers = frozenset(stem(word) for word in LEAD_FILLERS)
-        self._lexicon = self._compile()
-
-    def _compile(self) -> Lexicon:
-        lexicon = Lexicon()
-        for arm, spec in enumerate(self.arms):
-            for text in words(spec.description):
-                if text not in STOPWORDS and len(text) > 2:
-                    lexicon.add(arm, text, DESCRIPTION)
-            for capability in spec.capabilities:
-                for text in words(capability):
-                    lexicon.add(arm, text, CAPABILITY)
-            lexicon.add(arm, spec.id, CAPABILITY)
-            for table in (VERBS_BY_ARM, OBJECTS_BY_ARM):
-                for text in table.get(spec.id, ()):
-                    lexicon.add(arm, _plain(text), VOCABULARY)
-            for text in spec.keywords:
-                lexicon.add(arm, _plain(text), KEYWORD)
-        return lexicon
+        lane = shared.lane if shared is not None else None
+        self.lexicon: Lazy[Lexicon] = Lazy(functools.partial(_compile, self.arms), lane)
 
     def resolve(self, given: str | None, action: str, criteria: Sequence[str] = ()) -> ArmChoice:
         """The registered arm for a step: the given name when it is one, mended if close."""
@@ -212,9 +204,10 @@ class ArmResolver:
         """
         head_weak = head < 0 or stems[head] in self._generic
         seen_object = topic = False
+        lexicon = self.lexicon.get()
         i = 0
         while i < len(stems):
-            length, hits = self._lexicon.match(tokens, stems, i)
+            length, hits = lexicon.match(tokens, stems, i)
             if not length:
                 i += 1
                 continue
@@ -233,9 +226,10 @@ class ArmResolver:
     def _score_criteria(self, criteria: Sequence[str], scores: list[float]) -> bool:
         """Add the criteria's hits to `scores`; whether any of them is a guardian topic."""
         topic = False
+        lexicon = self.lexicon.get()
         for text in criteria[:8]:
             criterion = _content(text)
-            for _, hits in self._lexicon.scan(criterion, [stem(token) for token in criterion]):
+            for _, hits in lexicon.scan(criterion, [stem(token) for token in criterion]):
                 _add_hits(scores, hits, CRITERIA)
                 topic = topic or self._is_topic(hits)
         return topic
@@ -243,6 +237,24 @@ class ArmResolver:
     def _is_topic(self, hits: dict[int, float]) -> bool:
         """Whether a hit is a guardian topic (a keyword or a built-in word, not a description)."""
         return hits.get(self._guardian, 0.0) >= VOCABULARY * STEM_ONLY
+
+
+def _compile(arms: Sequence[ArmSpec]) -> Lexicon:
+    lexicon = Lexicon()
+    for arm, spec in enumerate(arms):
+        for text in words(spec.description):
+            if text not in STOPWORDS and len(text) > 2:
+                lexicon.add(arm, text, DESCRIPTION)
+        for capability in spec.capabilities:
+            for text in words(capability):
+                lexicon.add(arm, text, CAPABILITY)
+        lexicon.add(arm, spec.id, CAPABILITY)
+        for table in (VERBS_BY_ARM, OBJECTS_BY_ARM):
+            for text in table.get(spec.id, ()):
+                lexicon.add(arm, _plain(text), VOCABULARY)
+        for text in spec.keywords:
+            lexicon.add(arm, _plain(text), KEYWORD)
+    return lexicon.sealed()
 
 
 def _add_hits(scores: list[float], hits: dict[int, float], factor: float) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 
 
@@ -94,12 +93,10 @@ def _respelled(word: str) -> str:
     return word
 
 
-@dataclass(frozen=True)
-class _Term:
-    stems: tuple[str, ...]
-    exact: tuple[str, ...]
-    label: int
-    weight: float
+# A term: its stems, its words as written, its label and its weight. A plain tuple of
+# strings, numbers and such tuples, which the garbage collector stops tracking once it has
+# seen it, so a large lexicon (a caller's tool set) does not lengthen every collection.
+_Term = tuple[tuple[str, ...], tuple[str, ...], int, float]
 
 
 class Lexicon:
@@ -111,27 +108,45 @@ class Lexicon:
 
     def __init__(self) -> None:
         self._terms: dict[tuple[int, tuple[str, ...]], _Term] = {}
-        self._index: dict[str, list[_Term]] | None = None
+        self._index: dict[str, tuple[_Term, ...]] | None = None
+        # One copy of each word sequence, however many labels' terms hold it.
+        self._sequences: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._sealed = False
 
     def add(self, label: int, text: str, weight: float) -> None:
+        if self._sealed:
+            raise RuntimeError("a sealed lexicon takes no more terms")
         exact = tuple(words(text))
         if not exact:
             return
-        term = _Term(tuple(stem(w) for w in exact), exact, label, weight)
-        key = (label, term.stems)
-        if key in self._terms and self._terms[key].weight >= weight:
+        one = self._sequences.setdefault
+        stems = tuple(stem(w) for w in exact)
+        key = (label, one(stems, stems))
+        if key in self._terms and self._terms[key][3] >= weight:
             return
-        self._terms[key] = term
+        self._terms[key] = (key[1], one(exact, exact), label, weight)
         self._index = None
 
-    def _build(self) -> dict[str, list[_Term]]:
-        index: dict[str, list[_Term]] = {}
+    def _build(self) -> dict[str, tuple[_Term, ...]]:
+        by_first: dict[str, list[_Term]] = {}
         for term in self._terms.values():
-            index.setdefault(term.stems[0], []).append(term)
-        for terms in index.values():
-            terms.sort(key=lambda term: -len(term.stems))
+            by_first.setdefault(term[0][0], []).append(term)
+        # Tuples, longest phrase first: the collector stops tracking them too.
+        index = {
+            first: tuple(sorted(terms, key=lambda term: -len(term[0])))
+            for first, terms in by_first.items()
+        }
         self._index = index
         return index
+
+    def sealed(self) -> Lexicon:
+        """This lexicon with every term added: its index built now and the table it was
+        built from let go (half the memory); it is only read from here on, by any thread."""
+        self._build()
+        self._terms = {}
+        self._sequences = {}
+        self._sealed = True
+        return self
 
     def scan(self, tokens: list[str], stems: list[str]) -> Iterator[tuple[int, dict[int, float]]]:
         """Each match in the text: its position and each label's weight, left to right.
@@ -152,17 +167,17 @@ class Lexicon:
         index = self._index if self._index is not None else self._build()
         length = 0
         hits: dict[int, float] = {}
-        for term in index.get(stems[i], ()):
-            size = len(term.stems)
+        for term_stems, exact, label, term_weight in index.get(stems[i], ()):
+            size = len(term_stems)
             if size < length:
                 break
-            if tuple(stems[i : i + size]) != term.stems:
+            if tuple(stems[i : i + size]) != term_stems:
                 continue
             length = size
-            weight = term.weight
-            if tuple(tokens[i : i + size]) != term.exact:
+            weight = term_weight
+            if tuple(tokens[i : i + size]) != exact:
                 weight *= STEM_ONLY
-            hits[term.label] = max(hits.get(term.label, 0.0), weight)
+            hits[label] = max(hits.get(label, 0.0), weight)
         return length, hits
 
 

@@ -6,6 +6,7 @@ tool name mapped to the closest one, the examples shown to the model).
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -16,6 +17,7 @@ import bm25s  # type: ignore[import-untyped]
 from planner_arm.limits import ArmSpec, WorkedExample
 from planner_arm.plan.lexicon import stem
 from planner_arm.plan.tools import name_words, request_pieces
+from planner_arm.plan.weighed import Lazy, SharedWork, ToolMemo, content_key
 
 # The library says at debug level how it builds each index: not the service's business.
 logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -26,39 +28,33 @@ def _squashed(name: str) -> str:
 
 
 class ToolIndex:
-    """BM25 over each tool's name (as words) and description."""
+    """BM25 over each tool's name (as words) and description, built on first use."""
 
     def __init__(
-        self, specs: Sequence[ArmSpec], notes: Mapping[str, Sequence[str]] | None = None
+        self,
+        specs: Sequence[ArmSpec],
+        notes: Mapping[str, Sequence[str]] | None = None,
+        shared: SharedWork | None = None,
     ) -> None:
         """`notes`: more text per tool id — the requests of worked examples that call it,
-        which say in a user's words what the tool is for."""
+        which say in a user's words what the tool is for. `shared`: where each tool's words
+        are kept for the other tool sets that have the tool, and the lane the build takes."""
         self.specs = list(specs)
         self.ids = [spec.id for spec in self.specs]
-        self._notes = notes or {}
         self._by_squashed = {_squashed(spec.id): spec.id for spec in self.specs}
-
-    @cached_property
-    def _retriever(self) -> bm25s.BM25:
-        corpus = [
-            " ".join([name_words(spec.id), spec.description, *self._notes.get(spec.id, ())])
-            for spec in self.specs
-        ]
-        retriever = bm25s.BM25()
-        retriever.index(_tokens(corpus), show_progress=False)
-        return retriever
+        memo, lane = (shared.memo, shared.lane) if shared is not None else (None, None)
+        self.retriever: Lazy[bm25s.BM25] = Lazy(
+            functools.partial(_retriever, self.specs, notes or {}, memo), lane
+        )
 
     def scores(self, text: str) -> list[float]:
         """Each tool's BM25 score for `text`, in the order of the tools."""
+        retriever = self.retriever.get()
         words = _tokens([text], ids=False)[0]
-        known = [word for word in words if word in self._vocabulary]
+        known = [word for word in words if word in retriever.vocab_dict]
         if not known:
             return [0.0] * len(self.specs)
-        return [float(score) for score in self._retriever.get_scores(known)]
-
-    @cached_property
-    def _vocabulary(self) -> frozenset[str]:
-        return frozenset(self._retriever.vocab_dict)
+        return [float(score) for score in retriever.get_scores(known)]
 
     def ranked(self, text: str) -> list[tuple[str, float]]:
         """Every tool with its score for `text`, best first (ties in the given order)."""
@@ -111,6 +107,10 @@ class ExampleIndex:
     def __init__(self, examples: Sequence[WorkedExample]) -> None:
         self.examples = list(examples)
 
+    def build(self) -> None:
+        """Builds the index now (the configured examples' at start-up), not on first use."""
+        _ = self._retriever
+
     @cached_property
     def _retriever(self) -> bm25s.BM25 | None:
         if not self.examples:
@@ -161,6 +161,37 @@ class ExampleIndex:
             if len(chosen) == count:
                 break
         return chosen
+
+
+def _retriever(
+    specs: Sequence[ArmSpec], notes: Mapping[str, Sequence[str]], memo: ToolMemo | None
+) -> bm25s.BM25:
+    documents = [
+        " ".join([name_words(spec.id), spec.description, *notes.get(spec.id, ())]) for spec in specs
+    ]
+    retriever = bm25s.BM25()
+    retriever.index(_document_tokens(documents, memo), show_progress=False)
+    # Only `retrieve` reads this set of every token id; scoring goes through `get_scores`.
+    retriever.unique_token_ids_set = None
+    return retriever
+
+
+def _document_tokens(documents: list[str], memo: ToolMemo | None) -> list[tuple[str, ...]]:
+    """Each document's words as the index counts them: those the memo has from another
+    tool set, the others read together (each distinct word stemmed once) and kept there.
+    Tuples of strings, which the garbage collector stops tracking."""
+    keys = [content_key("tokens", document) for document in documents]
+    found: list[tuple[str, ...] | None] = [
+        None if memo is None else memo.found(key) for key in keys
+    ]
+    missing = [number for number, words in enumerate(found) if words is None]
+    if missing:
+        read = _tokens([documents[number] for number in missing], ids=False)
+        for number, words in zip(missing, read, strict=True):
+            found[number] = tuple(words)
+            if memo is not None:
+                memo.keep(keys[number], found[number])
+    return [words or () for words in found]
 
 
 def _stems(words: list[str]) -> list[str]:

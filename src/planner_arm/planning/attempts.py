@@ -41,6 +41,7 @@ from planner_arm.plan.quality import QualityProblem
 from planner_arm.plan.schemas import Budget, PlanRequest
 from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.toolboxes import Toolboxes
+from planner_arm.store.base import ANONYMOUS, Principal
 
 T = TypeVar("T")
 
@@ -60,18 +61,28 @@ class PlanListener(AnswerSink, Protocol):
     def plan_id(self) -> str:
         """The id the plan made for this request takes (a repeated answer keeps its own)."""
 
+    def check_with(self, resolver: ArmResolver, rules: PlanRules) -> None:
+        """The arms and rules each step is checked with as it is written (the request's
+        own tools'), told before the first model call."""
+
 
 @dataclass(frozen=True)
 class PlanJob:
     """One /plan request on its way through a strategy: what was asked, the id of the request,
-    the deadline built once for it, whose request it is (the principal's id, for its fair
-    share of the model's call slots), and who watches it being written (a streamed answer)."""
+    the deadline built once for it, who watches it being written (a streamed answer), and who
+    asked: the principal, whose share of tool-set builds and of the model's call slots it
+    takes."""
 
     request: PlanRequest
     request_id: str
     deadline: Deadline
-    owner: str
     listener: PlanListener | None = None
+    principal: Principal = ANONYMOUS
+
+    @property
+    def owner(self) -> str:
+        """The principal's id: whose share of the model's call slots a call takes."""
+        return self.principal.id
 
 
 @dataclass
@@ -550,3 +561,13 @@ class ModelPlanner:
         if "rule_based" in {item.name for item in fields(self)}:
             changes["rule_based"] = box.rule_based
         return replace(self, **changes)
+
+    async def prepared(self, request: PlanRequest) -> Self:
+        """`for_request`, in a worker thread for a tool plan: choosing its shortlist and its
+        worked examples is CPU work that grows with the tool set, done in the lane of tool-set
+        work. The request holds its tool set (`Toolboxes.held`), whose index is built by
+        then."""
+        toolboxes = self.toolboxes
+        if toolboxes is None or toolboxes.for_request(request).resolver.index is None:
+            return self.for_request(request)
+        return await to_thread.run_sync(toolboxes.shared.lane.run, self.for_request, request)

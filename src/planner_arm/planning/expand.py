@@ -152,13 +152,14 @@ class Expander:
     fallback_confidence: float
     metrics: PlannerMetrics
 
-    def for_request(self, request: ExpandRequest) -> Expander:
-        """This expander over the request's own tools (itself when it brings none)."""
+    async def prepared(self, request: ExpandRequest) -> Expander:
+        """This expander over the request's own tools, which it holds (itself when it brings
+        none)."""
         toolboxes = self.subplans.toolboxes
         if request.tools is None or toolboxes is None:
             return self
         box = toolboxes.for_request(request)
-        return replace(self, subplans=self.subplans.for_request(request), rules=box.rules)
+        return replace(self, subplans=await self.subplans.prepared(request), rules=box.rules)
 
     def check(self, request: ExpandRequest, previous: PlanResponse) -> PlanRules:
         """The sub-plan's rules; raises ExpandRejected or BudgetExceeded before any model call."""

@@ -62,7 +62,7 @@ class FlatPlanner(ModelPlanner):
     async def plan(self, job: PlanJob) -> PlanResponse:
         """A plan for `request`; `listener` watches the model's answers being written, and
         names the plan (a streamed answer announced its plan_id before the plan existed)."""
-        planner = self.for_request(job.request)
+        planner = await self.prepared(job.request)
         spend = Spend()
         question = planner.question(job.request)
         answer = await first_answer(planner, planner.rule_based, question, job, spend)

@@ -45,9 +45,9 @@ class HierarchicalPlanner(ModelPlanner):
 
     async def plan(self, job: PlanJob) -> PlanResponse:
         """The hierarchical plan; PlanningFailed only with the fallback off."""
-        planner = self.for_request(job.request)
+        planner = await self.prepared(job.request)
         if planner is not self:  # the request's own tools: phases and sub-plans over them
-            subplans = self.subplans.for_request(job.request)
+            subplans = await self.subplans.prepared(job.request)
             return await replace(planner, subplans=subplans)._plan(job)
         return await self._plan(job)
 

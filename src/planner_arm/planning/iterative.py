@@ -13,10 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from planner_arm.pipeline.assembly import with_warning
+from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.dag import Stage, first_stage_steps, next_stage
 from planner_arm.plan.estimation import critical_path_duration, parallel_stages, total_duration
 from planner_arm.plan.replan import ReplanScope, plan_diff
 from planner_arm.plan.schemas import PlanResponse, PlanStep
+from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.attempts import PlanJob, PlanListener
 from planner_arm.planning.flat import FlatPlanner
 
@@ -39,6 +41,9 @@ class _StageListener:
 
     def text(self, delta: str) -> None:
         pass
+
+    def check_with(self, resolver: ArmResolver, rules: PlanRules) -> None:
+        self._listener.check_with(resolver, rules)
 
 
 @dataclass

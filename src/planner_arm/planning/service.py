@@ -67,7 +67,8 @@ class Strategy(Protocol):
 class Strategies:
     """How deep a plan goes: the request's `strategy` picks who plans it; stage 2 then fills
     each step's input when the request asks for it, within the same deadline. Whatever the
-    strategy, the answer names it, so a stored plan says how it was made."""
+    strategy, the answer names it, so a stored plan says how it was made. The request's tool
+    set is held while it plans (built first when it is not kept)."""
 
     def __init__(
         self,
@@ -75,11 +76,23 @@ class Strategies:
         hierarchical: Strategy,
         iterative: Strategy,
         specializer: Specializer,
+        toolboxes: Toolboxes,
     ) -> None:
         self._by_name = {"flat": flat, "hierarchical": hierarchical, "iterative": iterative}
         self.specializer = specializer
+        self.toolboxes = toolboxes
 
     async def __call__(self, job: PlanJob) -> PlanResponse:
+        request, listener = job.request, job.listener
+        streamed = listener is not None
+        async with self.toolboxes.held(
+            request, job.principal.id, job.deadline, streamed=streamed
+        ) as box:
+            if listener is not None:
+                listener.check_with(box.resolver, box.rules)
+            return await self._planned(job)
+
+    async def _planned(self, job: PlanJob) -> PlanResponse:
         request = job.request
         response = await self._by_name[request.strategy].plan(job)
         if job.listener is not None:  # a streamed answer announced its plan_id before the plan
@@ -111,26 +124,20 @@ class PlanService:
     metrics: PlannerMetrics
     clock: Clock
     timeout_seconds: float
-    toolboxes: Toolboxes | None = None
+    toolboxes: Toolboxes
 
     @property
     def store_kind(self) -> str:
         return self.guard.store.kind
 
-    def stream(
-        self, plan_id: str, request_id: str, request: PlanRequest | None = None
-    ) -> PlanStream:
-        """The events of one streamed answer, checked with the arms and rules of the request's
-        tools (the configured arms when it brings none)."""
-        resolver, rules = self.resolver, self.rules
-        if request is not None and request.tools is not None and self.toolboxes is not None:
-            box = self.toolboxes.for_request(request)
-            resolver, rules = box.resolver, box.rules
+    def stream(self, plan_id: str, request_id: str) -> PlanStream:
+        """The events of one streamed answer, its steps checked with the configured arms and
+        rules until the planner names the request's own tools (`check_with`)."""
         return PlanStream(
             plan_id=plan_id,
             request_id=request_id,
-            arms=resolver,
-            rules=rules,
+            arms=self.resolver,
+            rules=self.rules,
             metrics=self.metrics,
             clock=self.clock,
         )
@@ -153,7 +160,7 @@ class PlanService:
         deadline = records.deadline
 
         def planned() -> Awaitable[PlanResponse]:
-            job = PlanJob(request, request_id, deadline, principal.id, listener)
+            job = PlanJob(request, request_id, deadline, listener, principal)
             return self.plans.plan(job, use_cache=use_cache, records=records)
 
         return await self._answered("plan", request, request_id, idempotency_key, records, planned)
@@ -171,7 +178,13 @@ class PlanService:
 
         async def revised() -> PlanResponse:
             previous, replan_count, verified = await self._replan_base(request, records)
-            replanner = self.replanner.for_request(request)  # over the request's own tools
+            async with self.toolboxes.held(request, principal.id, deadline):
+                return await revision(previous, replan_count, verified)
+
+        async def revision(
+            previous: PlanResponse, replan_count: int, verified: bool
+        ) -> PlanResponse:
+            replanner = await self.replanner.prepared(request)  # over the request's own tools
             # Refuse a bad request (unknown steps, the replan limit) before any model call.
             replanner.scope(request, previous, replan_count)
             response = await replanner.replan(
@@ -218,7 +231,11 @@ class PlanService:
 
         async def expanded() -> PlanResponse:
             previous, _ = await self._previous(request.previous, request.plan_id, records)
-            expander = self.expander.for_request(request)
+            async with self.toolboxes.held(request, principal.id, deadline):
+                return await expansion(previous)
+
+        async def expansion(previous: PlanResponse) -> PlanResponse:
+            expander = await self.expander.prepared(request)
             expander.check(request, previous)  # refuse a bad request before any call
             response = await expander.expand(
                 request, previous, request_id, deadline, owner=principal.id

@@ -81,6 +81,10 @@ class PlanStream:
 
     # -- the planner's listener ----------------------------------------------------------
 
+    def check_with(self, resolver: ArmResolver, rules: PlanRules) -> None:
+        self._arms = resolver
+        self._rules = rules
+
     def begin(self, model: str) -> None:
         if not self._started:
             self._start(self._plan_id, model)

@@ -5,26 +5,44 @@ profile), the resolver that reads arm names, the rule-based planner and the syst
 `Toolboxes` builds the configured one once and one per tool set a request brings, kept by
 content (a repeated tool set costs nothing). Past `planning.tool_shortlist` tools, the prompt
 lists only the tools relevant to the request; the resolver still knows them all.
+
+A tool set's toolbox is light until it is used: its search index, its lexicon and its full
+prompt are each built on first use (`Lazy`), and the words of each tool are shared with every
+other set that has the same tool (`ToolMemo`). Every build runs in a worker thread, at most
+`tool_sets.max_builds` at once and `max_builds_per_principal` for one principal, an identical
+build in flight is awaited rather than repeated, and the sets kept are bounded by their
+measured bytes (`KeptToolSets`). A request holds its tool set's toolbox while it plans
+(`Toolboxes.held`), so `for_request` finds it wherever the request goes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any
 
+from anyio import to_thread
+
+from planner_arm.clock import Deadline
 from planner_arm.config import ArmSpec, PlanningSettings, Settings, WorkedExample
+from planner_arm.errors import ToolSetsBusy
 from planner_arm.llm.client import AnswerSchema
 from planner_arm.llm.prompts import system_prompt, tools_json_schema, tools_system_prompt
+from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.plan.tool_index import ExampleIndex
 from planner_arm.plan.validation import PlanRules, profile_of
+from planner_arm.plan.weighed import BuildLane, Lazy, SharedWork, ToolMemo, deep_size
+from planner_arm.planning.kept_tool_sets import KeptToolSets
 from planner_arm.rules.planner import RuleBasedPlanner
 
-# Tool sets kept built at once (each holds its index and prompt).
-KEPT_TOOL_SETS = 64
+# What a caller that found every build slot of its own taken is told to wait before a retry.
+BUSY_RETRY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -33,11 +51,39 @@ class Toolbox:
     resolver: ArmResolver
     rules: PlanRules
     rule_based: RuleBasedPlanner
-    system_prompt: str
+    prompt: Lazy[str]
     shortlist_size: int
     examples: ExampleIndex
     example_count: int = 0
     example_chars: int = 0
+    # The bytes the toolbox holds before any part is built on first use (`weight`).
+    base_weight: int = 0
+
+    @property
+    def system_prompt(self) -> str:
+        """The system prompt listing every arm."""
+        return self.prompt.get()
+
+    @property
+    def parts(self) -> tuple[Lazy[Any], ...]:
+        """The parts built on first use: the full prompt, the lexicon, the search index."""
+        index = self.resolver.index
+        found: tuple[Lazy[Any], ...] = (self.prompt, self.resolver.lexicon)
+        return found if index is None else (*found, index.retriever)
+
+    @property
+    def weight(self) -> int:
+        """The bytes this toolbox holds now: its base and the parts built so far."""
+        return self.base_weight + sum(part.weight for part in self.parts if part.built)
+
+    def parts_for(self, *, streamed: bool) -> tuple[Lazy[Any], ...]:
+        """The parts a request will use on the event loop, so they are built before: the
+        index that picks a large tool set's shortlist; every part for a streamed answer,
+        whose steps are checked as they are written."""
+        if streamed:
+            return self.parts
+        index = self.resolver.index
+        return (index.retriever,) if index is not None and self.shortlists else ()
 
     @property
     def shortlists(self) -> bool:
@@ -88,12 +134,18 @@ def build_toolbox(
     planning: PlanningSettings,
     confidence: float,
     examples: ExampleIndex,
+    shared: SharedWork | None = None,
 ) -> Toolbox:
+    """The toolbox of `arms`, weighed (`base_weight`: what it holds of its own, not the
+    settings, the examples or the work it shares with other tool sets)."""
     ids = [arm.id for arm in arms]
     rules = PlanRules.for_arms(planning, ids).with_resources(arms)
     tools = profile_of(planning, ids) == "tools"
     notes = examples.notes(ids) if tools else None
-    resolver = ArmResolver(arms, aliases, tools=tools, tool_notes=notes)
+    resolver = ArmResolver(arms, aliases, tools=tools, tool_notes=notes, shared=shared)
+    not_its_own: tuple[object, ...] = (planning, examples, examples.examples)
+    if shared is not None:
+        not_its_own += (shared, shared.memo, shared.lane)
     if tools:
         planning = planning.model_copy(
             update={
@@ -102,29 +154,88 @@ def build_toolbox(
                 "require_validation_step": False,
             }
         )
-        prompt = tools_system_prompt(arms, rules.min_steps, rules.max_steps)
+        prompt = functools.partial(tools_system_prompt, arms, rules.min_steps, rules.max_steps)
     else:
-        prompt = system_prompt(arms, planning)
-    return Toolbox(
+        prompt = functools.partial(system_prompt, arms, planning)
+    box = Toolbox(
         arms=tuple(arms),
         resolver=resolver,
         rules=rules,
         rule_based=RuleBasedPlanner(planning, resolver, rules, confidence, examples.examples),
-        system_prompt=prompt,
+        prompt=Lazy(prompt, shared.lane if shared is not None else None),
         shortlist_size=planning.tool_shortlist,
         examples=examples,
         example_count=planning.tool_examples,
         example_chars=planning.tool_examples_chars,
     )
+    return replace(box, base_weight=deep_size(box, not_its_own))
+
+
+def _build_parts(parts: Sequence[Lazy[Any]]) -> None:
+    for part in parts:
+        part.get()
+
+
+def _tool_set_of(request: PlanRequest) -> tuple[str, list[ArmSpec]]:
+    tool_set = request.tool_set
+    assert tool_set is not None  # the request brings tools
+    return tool_set
+
+
+class _BuildSlots:
+    """How many tool-set builds each principal runs now: at most `per_principal`; the next
+    waits for one of its own to end, within its request's deadline."""
+
+    def __init__(self, per_principal: int) -> None:
+        self._per_principal = per_principal
+        self._slots: dict[str, tuple[asyncio.Semaphore, int]] = {}
+
+    async def take(self, owner: str, deadline: Deadline) -> None:
+        slots, users = self._slots.get(owner) or (asyncio.Semaphore(self._per_principal), 0)
+        self._slots[owner] = (slots, users + 1)
+        try:
+            if slots.locked():
+                async with asyncio.timeout(deadline.remaining()):
+                    await slots.acquire()
+            else:
+                await slots.acquire()  # free: returns at once
+        except BaseException as error:
+            self._let_go(owner)
+            if isinstance(error, TimeoutError):
+                raise ToolSetsBusy(
+                    f"this caller's {self._per_principal} tool-set build(s) at once are all "
+                    "in use, and none ended before the request's deadline: send fewer new "
+                    "tool sets at once",
+                    retry_after=BUSY_RETRY_SECONDS,
+                ) from None
+            raise
+
+    def give_back(self, owner: str) -> None:
+        self._slots[owner][0].release()
+        self._let_go(owner)
+
+    def _let_go(self, owner: str) -> None:
+        slots, users = self._slots[owner]
+        if users == 1:
+            del self._slots[owner]  # nobody building or waiting: nothing to remember
+        else:
+            self._slots[owner] = (slots, users - 1)
 
 
 class Toolboxes:
-    """The configured toolbox, and one per tool set requests bring (least recently used out)."""
+    """The configured toolbox, and one per tool set requests bring (see the module)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: PlannerMetrics | None = None,
+        lane: BuildLane | None = None,
+    ) -> None:
+        """`lane`: the lane builds take (one of `tool_sets.max_builds` threads by default;
+        tests pass one that watches or holds its threads)."""
+        tool_sets = settings.tool_sets
         self._planning = settings.planning
         self._confidence = settings.fallback.confidence
-        self._aliases = settings.arm_aliases
         self._examples = ExampleIndex(settings.examples)
         self.configured = build_toolbox(
             settings.arms,
@@ -133,18 +244,96 @@ class Toolboxes:
             self._confidence,
             self._examples,
         )
-        self._kept: OrderedDict[str, Toolbox] = OrderedDict()
+        # Built at start-up, never on a request's way.
+        _build_parts(self.configured.parts)
+        self._examples.build()
+        lane = lane or BuildLane(tool_sets.max_builds)
+        self.shared = SharedWork(ToolMemo(tool_sets.shared_bytes), lane)
+        self.kept: KeptToolSets[Toolbox] = KeptToolSets(tool_sets.max_kept, tool_sets.max_bytes)
+        self._slots = _BuildSlots(tool_sets.max_builds_per_principal)
+        self._building: dict[str, asyncio.Task[Toolbox]] = {}
+        if metrics is not None:
+            kept = self.kept
+            metrics.tool_sets_kept.set_function(lambda: len(kept))
+            metrics.tool_sets_kept_bytes.set_function(lambda: kept.bytes)
 
     def for_request(self, request: PlanRequest) -> Toolbox:
+        """The configured toolbox, or that of the request's tool set, which the request
+        holds (`held`): a lookup, never a build."""
         if request.tool_set is None:
             return self.configured
-        key, specs = request.tool_set
-        box = self._kept.get(key)
+        key, _ = request.tool_set
+        box = self.kept.get(key)
         if box is None:
-            box = build_toolbox(specs, {}, self._planning, self._confidence, self._examples)
-            self._kept[key] = box
-            while len(self._kept) > KEPT_TOOL_SETS:
-                self._kept.popitem(last=False)
-        else:
-            self._kept.move_to_end(key)
+            raise LookupError("a request's tool set is used before it is held")
+        return box
+
+    @asynccontextmanager
+    async def held(
+        self, request: PlanRequest, owner: str, deadline: Deadline, *, streamed: bool = False
+    ) -> AsyncIterator[Toolbox]:
+        """The request's toolbox, kept while the request plans; built first (off the event
+        loop) when it is not kept. `owner`: the principal, whose share of builds this takes.
+        `streamed`: every part is built now, since a streamed step is checked on the loop."""
+        if request.tools is None:
+            yield self.configured
+            return
+        # The tools as arms and their digest: CPU work that grows with the tool set.
+        key, specs = await to_thread.run_sync(self.shared.lane.run, _tool_set_of, request)
+        box = await self._ready(key, specs, owner, deadline)
+        try:
+            await self._free_evicted()
+            parts = [part for part in box.parts_for(streamed=streamed) if not part.built]
+            if parts:
+                await to_thread.run_sync(_build_parts, parts)
+            yield box
+        finally:
+            self.kept.release(key, box.weight)
+            del box
+            await self._free_evicted()
+
+    async def _free_evicted(self) -> None:
+        """The sets just evicted, freed in a worker thread: freeing the objects of a large
+        set is CPU work the event loop need not wait for."""
+        evicted = self.kept.take_evicted()
+        if evicted:
+            await to_thread.run_sync(evicted.clear)
+
+    async def _ready(
+        self, key: str, specs: Sequence[ArmSpec], owner: str, deadline: Deadline
+    ) -> Toolbox:
+        """The tool set's toolbox, held: kept, being built for another request, or built
+        now within the owner's share of builds."""
+        while True:
+            box = self.kept.hold(key)
+            if box is not None:
+                return box
+            building = self._building.get(key)
+            if building is None:
+                await self._slots.take(owner, deadline)
+                if key in self.kept or key in self._building:  # built while this one waited
+                    self._slots.give_back(owner)
+                    continue
+                building = asyncio.create_task(self._build(key, specs, owner))
+                self._building[key] = building
+            box = await asyncio.shield(building)
+            return self.kept.put(key, box, owner, box.weight, held=True)
+
+    async def _build(self, key: str, specs: Sequence[ArmSpec], owner: str) -> Toolbox:
+        try:
+            build = functools.partial(
+                build_toolbox,
+                specs,
+                {},
+                self._planning,
+                self._confidence,
+                self._examples,
+                self.shared,
+            )
+            box = await to_thread.run_sync(self.shared.lane.run, build)
+        finally:
+            self._slots.give_back(owner)
+            del self._building[key]
+        # Kept for the next request even when the one that asked for it has gone.
+        self.kept.put(key, box, owner, box.weight)
         return box

@@ -201,7 +201,7 @@ def build_service(
     rng = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
     llm = _llm_client(settings, http_client, tracing) if settings.llm_enabled else None
     models = _model_chain(settings, llm, metrics, clock, rng, tracing)
-    toolboxes = Toolboxes(settings)
+    toolboxes = Toolboxes(settings, metrics)
     configured = toolboxes.configured
     rules, resolver = configured.rules, configured.resolver
     rule_based, prompt = configured.rule_based, configured.system_prompt
@@ -239,6 +239,7 @@ def build_service(
         hierarchical,
         IterativePlanner(flat, settings.planning.iterative_stage_steps),
         specializer,
+        toolboxes,
     )
     # With Redis every replica answers from one cache; in memory the cache's own LRU is
     # faster than a round trip through the store's JSON records.
