@@ -154,8 +154,12 @@ def expand_bodies(draw: st.DrawFn) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
+    # The sweep sends far more than one caller's rate: the rate is another test's subject.
     settings = make_settings(
-        llm=False, server={"max_body_bytes": 2 * 1024 * 1024}, expansion={"max_plan_steps": 500}
+        llm=False,
+        server={"max_body_bytes": 2 * 1024 * 1024},
+        expansion={"max_plan_steps": 500},
+        tenants={"requests_per_second": 0},
     )
     with TestClient(create_app(settings), raise_server_exceptions=False) as served:
         yield served

@@ -1,43 +1,24 @@
-"""Settings: the built-in defaults, then `planner-config.yaml`, then environment variables.
+"""The sections of the configuration: one validated model per section of
+`planner-config.yaml` (`model`, `planning`, `server`, `auth`, ...), each refusing unknown keys.
 
-This is the only module that reads the environment. Each section of `planner-config.yaml` is a
-validated model (unknown keys are typos, so they are refused); everything is validated when the
-settings are built, so a bad value stops start-up with one line that names the field.
+`planner_arm.config` composes them into `Settings` and loads them; import them from there.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     SecretStr,
     StringConstraints,
-    ValidationError,
     model_validator,
 )
-from pydantic.fields import FieldInfo
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    YamlConfigSettingsSource,
-)
-
-from planner_arm.defaults import DEFAULT_ARM_ALIASES, DEFAULT_ARMS, DEFAULT_PRICING
-
-# Re-exported: the shapes a request shares with the configuration live with the limits.
-from planner_arm.limits import ArmSpec as ArmSpec
-from planner_arm.limits import LimitsSettings as LimitsSettings
-from planner_arm.limits import WorkedExample as WorkedExample
 
 ResponseFormat = Literal["json_object", "json_schema", "none"]
 
@@ -395,231 +376,3 @@ class TracingSettings(Section):
         if self.otlp_endpoint:
             return self.otlp_endpoint.rstrip("/") + "/v1/traces"
         return None
-
-
-def _default_arms() -> list[ArmSpec]:
-    return [ArmSpec(**arm) for arm in DEFAULT_ARMS]
-
-
-def _default_pricing() -> dict[str, Price]:
-    return {model: Price(**price) for model, price in DEFAULT_PRICING.items()}
-
-
-class Settings(BaseSettings):
-    """Everything the service can be told. Build with `load_settings()`."""
-
-    model_config = SettingsConfigDict(extra="forbid", frozen=True)
-
-    model: ModelSettings = Field(default_factory=ModelSettings)
-    planning: PlanningSettings = Field(default_factory=PlanningSettings)
-    specialize: SpecializeSettings = Field(default_factory=SpecializeSettings)
-    retry: RetrySettings = Field(default_factory=RetrySettings)
-    fallback: FallbackSettings = Field(default_factory=FallbackSettings)
-    server: ServerSettings = Field(default_factory=ServerSettings)
-    connection: ConnectionSettings = Field(default_factory=ConnectionSettings)
-    circuit: CircuitSettings = Field(default_factory=CircuitSettings)
-    cache: CacheSettings = Field(default_factory=CacheSettings)
-    store: StoreSettings = Field(default_factory=StoreSettings)
-    limits: LimitsSettings = Field(default_factory=LimitsSettings)
-    auth: AuthSettings = Field(default_factory=AuthSettings)
-    tenants: TenantSettings = Field(default_factory=TenantSettings)
-    tool_sets: ToolSetSettings = Field(default_factory=ToolSetSettings)
-    expansion: ExpansionSettings = Field(default_factory=ExpansionSettings)
-    tracing: TracingSettings = Field(default_factory=TracingSettings)
-    arms: list[ArmSpec] = Field(default_factory=_default_arms, min_length=1)
-    arm_aliases: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_ARM_ALIASES))
-    examples: list[WorkedExample] = Field(default_factory=list, max_length=10_000)
-    pricing: dict[str, Price] = Field(default_factory=_default_pricing)
-    api_key: SecretStr | None = None
-
-    @property
-    def arm_ids(self) -> list[str]:
-        return [arm.id for arm in self.arms]
-
-    @property
-    def llm_enabled(self) -> bool:
-        """A key, or a base URL of a local server that needs none, turns the LLM on."""
-        return self.api_key is not None or self.model.base_url is not None
-
-    @model_validator(mode="after")
-    def _principal_secret_with_redis(self) -> Settings:
-        if self.auth.enabled and self.store.url is not None and self.auth.principal_secret is None:
-            raise ValueError(
-                "auth: principal_secret is required when API keys are configured with a Redis "
-                "store: without it the names of the records in Redis derive from the keys "
-                "alone, and a key can be checked against them offline (set "
-                "PLANNER_AUTH__PRINCIPAL_SECRET to a random string of 16 or more characters, "
-                "the same on every replica)"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _arms_consistent(self) -> Settings:
-        ids = self.arm_ids
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"arms: duplicate arm id in {ids}")
-        if self.planning.profile == "agents" and "judge" not in ids:
-            raise ValueError("arms: the agents profile needs an arm with id 'judge'")
-        unknown = sorted({t for t in self.arm_aliases.values() if t not in ids})
-        own_arms = "arms" in self.model_fields_set
-        if unknown and "arm_aliases" in self.model_fields_set and not own_arms:
-            raise ValueError(f"arm_aliases: points at unknown arm(s) {unknown}")
-        if unknown:
-            # The built-in table (or a copy of it next to the caller's own arms) serves the
-            # built-in arms; the aliases of arms that are not there simply do not apply.
-            kept = {k: v for k, v in self.arm_aliases.items() if v in ids}
-            object.__setattr__(self, "arm_aliases", kept)
-        return self
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # First wins: explicit arguments, the flat variables (LLM_MODEL, ...), then
-        # PLANNER_SECTION__FIELD
-        # variables, then the YAML file named by PLANNER_CONFIG, then the defaults above.
-        nested_env = EnvSettingsSource(
-            settings_cls, env_prefix="PLANNER_", env_nested_delimiter="__"
-        )
-        config_file = os.environ.get("PLANNER_CONFIG", "").strip() or None
-        return (
-            init_settings,
-            FlatEnvironmentSource(settings_cls),
-            nested_env,
-            YamlConfigSettingsSource(settings_cls, yaml_file=config_file),
-        )
-
-
-class ConfigError(Exception):
-    """A configuration that cannot start the service; the message names the field."""
-
-
-# The flat environment variables (the documented table in docs/configuration.md), each with
-# where it lands.
-ENV_FIELDS: dict[str, tuple[str, ...]] = {
-    "LLM_MODEL": ("model", "name"),
-    "LLM_FALLBACK_MODELS": ("model", "fallback_models"),
-    "PLANNING_TEMPERATURE": ("model", "temperature"),
-    "MAX_TOKENS": ("model", "max_tokens"),
-    "LLM_RESPONSE_FORMAT": ("model", "response_format"),
-    "OPENAI_BASE_URL": ("model", "base_url"),
-    "LLM_BASE_URL": ("model", "base_url"),
-    "MIN_PLAN_STEPS": ("planning", "min_steps"),
-    "MAX_PLAN_STEPS": ("planning", "max_steps"),
-    "TIMEOUT_SECONDS": ("planning", "timeout_seconds"),
-    "FALLBACK_ENABLED": ("fallback", "enabled"),
-    "CACHE_ENABLED": ("cache", "enabled"),
-    "CACHE_TTL_SECONDS": ("cache", "ttl_seconds"),
-    "DRAIN_SECONDS": ("server", "drain_seconds"),
-    "LOG_LEVEL": ("server", "log_level"),
-    "LOG_FORMAT": ("server", "log_format"),
-    "HOST": ("server", "host"),
-    "PORT": ("server", "port"),
-    "PLANNER_API_KEYS": ("auth", "api_keys"),
-    "PLANNER_API_KEYS_FILE": ("auth", "api_keys_file"),
-    "CORS_ALLOW_ORIGINS": ("server", "cors_allow_origins"),
-    "MCP_ALLOWED_HOSTS": ("server", "mcp_allowed_hosts"),
-    "FORWARDED_ALLOW_IPS": ("server", "forwarded_allow_ips"),
-    "PLANNER_STORE_URL": ("store", "url"),
-    "OPENAI_API_KEY": ("api_key",),
-    "LLM_API_KEY": ("api_key",),
-    "OTEL_SDK_DISABLED": ("tracing", "sdk_disabled"),
-    "OTEL_SERVICE_NAME": ("tracing", "service_name"),
-    "OTEL_EXPORTER_OTLP_ENDPOINT": ("tracing", "otlp_endpoint"),
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": ("tracing", "otlp_traces_endpoint"),
-    "OTEL_TRACES_EXPORTER": ("tracing", "exporter"),
-    SANITIZE_FIELDS_VARIABLE: ("tracing", "sanitize_fields"),
-}
-# The flat variables that hold comma-separated lists.
-_LIST_VARIABLES = {"LLM_FALLBACK_MODELS", "PLANNER_API_KEYS", "CORS_ALLOW_ORIGINS"}
-_LIST_VARIABLES |= {"MCP_ALLOWED_HOSTS", "FORWARDED_ALLOW_IPS", SANITIZE_FIELDS_VARIABLE}
-
-
-def _env_value(name: str, raw: str) -> Any:
-    if name in _LIST_VARIABLES:
-        return [part.strip() for part in raw.split(",") if part.strip()]
-    if name == "LOG_LEVEL":
-        return raw.strip().upper()
-    if name in ("OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER"):
-        return raw.strip().lower()
-    return raw.strip()
-
-
-class FlatEnvironmentSource(PydanticBaseSettingsSource):
-    """The flat variable names of the documented table (`LLM_MODEL`, `MAX_PLAN_STEPS`, ...)."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False  # __call__ builds the whole nested mapping at once
-
-    def __call__(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        for name, path in ENV_FIELDS.items():
-            raw = os.environ.get(name)
-            if raw is None or raw.strip() == "":
-                continue
-            target = data
-            for key in path[:-1]:
-                target = target.setdefault(key, {})
-            target[path[-1]] = _env_value(name, raw)
-        return data
-
-
-def _describe(error: ValidationError) -> str:
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "settings"
-    message = first["msg"].removeprefix("Value error, ")
-    bad = first.get("input")
-    if field == "settings":
-        return message
-    if isinstance(bad, dict | list):
-        return f"{field}: {message}"
-    return f"{field}: {message} (got {bad!r})"
-
-
-def load_settings(**overrides: Any) -> Settings:
-    """Build the settings, or raise ConfigError with one line naming the bad field.
-
-    `overrides` (section -> dict of fields) win over file and environment; tests use them.
-    """
-    config_file = os.environ.get("PLANNER_CONFIG", "").strip()
-    if config_file:
-        path = Path(config_file)
-        if not path.is_file():
-            raise ConfigError(f"PLANNER_CONFIG: no file at {path}")
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"PLANNER_CONFIG: {path} is not valid YAML: {exc}") from exc
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"PLANNER_CONFIG: {path} must hold a mapping at the top level")
-    try:
-        return Settings(**overrides)
-    except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from exc
-
-
-def publish_redacted_headers(tracing: TracingSettings) -> None:
-    """Puts the headers to redact in this process's environment, where the instrumentations
-    read them (the httpx one, which sees the model's key, reads nothing else)."""
-    os.environ[SANITIZE_FIELDS_VARIABLE] = ",".join(tracing.redacted_headers)
-
-
-def default_settings_dict() -> dict[str, Any]:
-    """The built-in defaults as plain data: the shipped planner-config.yaml must match it."""
-    data = Settings.model_construct().model_dump(
-        mode="json", exclude={"api_key", "auth", "tracing"}
-    )
-    # The built-in arms leave a tool's optional fields out.
-    data["arms"] = [
-        {key: value for key, value in arm.items() if key not in _TOOL_ONLY or value}
-        for arm in data["arms"]
-    ]
-    return data
-
-
-_TOOL_ONLY = {"input_schema", "consumes", "produces"}
