@@ -171,6 +171,7 @@ class PlanRequest(BaseModel):
     )
     tools: list[ToolItem] | None = Field(
         None,
+        min_length=1,
         description="The tools to plan over for this request, replacing the configured arms: "
         "each in the arm shape (id, description, optional input_schema, consumes, produces) "
         "or the OpenAI function-tool shape",
@@ -183,14 +184,20 @@ class PlanRequest(BaseModel):
         "to the model when they are similar to the goal; they join the configured ones",
     )
 
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools_not_empty(cls, tools: Any) -> Any:
+        # Before the schema's own minItems, so the message says what to do instead.
+        if isinstance(tools, list) and not tools:
+            raise ValueError("tools is empty: leave it out to plan over the configured arms")
+        return tools
+
     @field_validator("tools")
     @classmethod
     def _tools_bounded(cls, tools: list[ToolItem] | None) -> list[ToolItem] | None:
         if tools is None:
             return None
         limits = cls.limits
-        if not tools:
-            raise ValueError("tools is empty: leave it out to plan over the configured arms")
         if len(tools) > limits.max_tools:
             raise ValueError(f"{len(tools)} tools; at most {limits.max_tools} are allowed")
         size = len(json.dumps([tool.model_dump(mode="json") for tool in tools]).encode())
