@@ -41,7 +41,7 @@ from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_fo
 from planner_arm.planning.service import PlanService
 from planner_arm.planning.stream import ERROR, PLAN, RESET, STEP, PlanStream, StreamEvent
 from planner_arm.planning.wiring import Service, service_version
-from planner_arm.store.base import ANONYMOUS, Principal
+from planner_arm.principal import ANONYMOUS, Principal
 
 log = structlog.get_logger("planner_arm.mcp_server")
 

@@ -17,7 +17,7 @@ from planner_arm.plan.inputs import check_input, input_schema
 from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanStep
 from planner_arm.planning.specialize import Specializer
 from planner_arm.planning.wiring import Service
-from planner_arm.store.base import ANONYMOUS
+from planner_arm.principal import ANONYMOUS
 from support.app import FakeClock, answer
 from support.factories import make_service, request_deadline
 

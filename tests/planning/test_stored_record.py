@@ -8,7 +8,7 @@ import respx
 
 from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.store.base import ANONYMOUS
+from planner_arm.principal import ANONYMOUS
 from support.app import answer, good_plan
 from support.factories import make_service
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 
 from planner_arm.errors import TenantQuotaExceeded
-from planner_arm.store.base import Claimed, InProgress, OwnerCaps, Principal, Replay, encode
+from planner_arm.principal import Principal
+from planner_arm.store.base import Claimed, InProgress, OwnerCaps, Replay, encode
 from planner_arm.store.memory import MemoryStore
 from support.app import FakeClock
 

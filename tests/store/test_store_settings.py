@@ -7,7 +7,7 @@ import pytest
 
 from planner_arm.config import ConfigError, load_settings
 from planner_arm.planning.wiring import build_store
-from planner_arm.store.base import ANONYMOUS
+from planner_arm.principal import ANONYMOUS
 from support.app import FakeClock
 
 

@@ -17,7 +17,6 @@ looked at, so guessing runs at the refill rate, and a right key earns nothing un
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
 import math
@@ -30,17 +29,10 @@ from starlette.types import Scope
 from planner_arm.clock import Clock
 from planner_arm.config import AuthSettings, Settings, TenantSettings
 from planner_arm.errors import FailedKeysLimited, TooManyRequests, Unauthorized
-from planner_arm.store.base import ANONYMOUS, Principal
+from planner_arm.principal import ANONYMOUS, FIXED_DERIVATION, Principal, principal_of
 
-# The HMAC key when no `auth.principal_secret` is configured: ids then depend on the keys
-# alone, the same on every replica (so a Redis store with keys requires a secret).
-_FIXED_DERIVATION = b"planner-arm/principal/v1"
 # The bind addresses that reach only this machine.
 _LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
-
-
-def principal_id(secret: bytes, kind: str, name: str) -> str:
-    return hmac.new(secret, f"{kind}:{name}".encode(), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -52,17 +44,15 @@ class KeyRing:
 
     @classmethod
     def from_settings(cls, auth: AuthSettings) -> KeyRing:
-        secret = _FIXED_DERIVATION
+        secret = FIXED_DERIVATION
         if auth.principal_secret is not None:
             secret = auth.principal_secret.get_secret_value().encode()
-        entries = []
-        for tenant, key in auth.key_entries:
-            if tenant is not None:
-                principal = Principal(id=principal_id(secret, "tenant", tenant), tenant=tenant)
-            else:
-                principal = Principal(id=principal_id(secret, "key", key))
-            entries.append((key.encode(), principal))
-        return cls(tuple(entries))
+        return cls(
+            tuple(
+                (key.encode(), principal_of(secret, tenant, key))
+                for tenant, key in auth.key_entries
+            )
+        )
 
     @property
     def enabled(self) -> bool:

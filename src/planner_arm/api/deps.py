@@ -21,7 +21,7 @@ from planner_arm.errors import InvalidIdempotencyKey, NotReady, UnsupportedMedia
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.planning.service import PlanService
 from planner_arm.planning.wiring import Service
-from planner_arm.store.base import Principal
+from planner_arm.principal import Principal
 
 
 @dataclass

@@ -4,14 +4,9 @@ decides whether it may, now, and what a failed call says of its model: a call th
 its own time budget counts against it, one the request's deadline cut short does not (the
 deadline is the caller's, and one caller's slow requests must not close the model for all).
 
-A circuit breaker per model: after repeated failures the model is skipped for a cooldown.
-Without it every request to a dead provider waits out its timeouts before the fallback
-answers; with it, requests go straight to the next model or the fallback, and one probe call
-after the cooldown decides whether the model is back.
-
-    closed --(N failures in a row, or failure rate over the window)--> open
-    open --(cooldown passed; one probe allowed)--> half_open
-    half_open --(probe succeeds)--> closed;  --(probe fails)--> open
+A circuit breaker per model (`planner_arm.circuit`): after repeated failures the model is
+skipped for a cooldown, so requests go straight to the next model or the fallback rather than
+each waiting out its timeouts.
 """
 
 from __future__ import annotations
@@ -21,11 +16,11 @@ import functools
 import ipaddress
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from enum import Enum
 from urllib.parse import urlsplit
 
 import structlog
 
+from planner_arm.circuit import Circuit, CircuitState, StateListener
 from planner_arm.clock import Clock, Deadline
 from planner_arm.config import CircuitSettings, Settings
 from planner_arm.errors import LLMError, LLMRateLimited, LLMRejected, LLMTransientError
@@ -34,115 +29,6 @@ from planner_arm.llm.prompts import Message
 from planner_arm.llm.slots import FairSlots
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.budget import Spend, llm_cost_usd
-
-
-class CircuitState(Enum):
-    CLOSED = "closed"
-    HALF_OPEN = "half_open"
-    OPEN = "open"
-
-
-StateListener = Callable[[str, CircuitState], None]
-
-
-class ModelCircuit:
-    def __init__(
-        self,
-        model: str,
-        settings: CircuitSettings,
-        clock: Clock,
-        on_change: StateListener | None = None,
-    ) -> None:
-        self.model = model
-        self._settings = settings
-        self._clock = clock
-        self._on_change = on_change
-        self._state = CircuitState.CLOSED
-        self._open_until = 0.0
-        self._probe_in_flight = False
-        self._consecutive_failures = 0
-        self._outcomes: deque[tuple[float, bool]] = deque()
-
-    @property
-    def state(self) -> CircuitState:
-        """The state a caller would see now (an open circuit whose cooldown passed is
-        half-open: the next call is the probe)."""
-        if self._state is CircuitState.OPEN and self._clock.now() >= self._open_until:
-            return CircuitState.HALF_OPEN
-        return self._state
-
-    def may_allow(self) -> bool:
-        """Would `allow` let a call through now? A look only: no probe slot is claimed."""
-        if not self._settings.enabled:
-            return True
-        state = self.state
-        return state is CircuitState.CLOSED or (
-            state is CircuitState.HALF_OPEN and not self._probe_in_flight
-        )
-
-    def allow(self) -> bool:
-        """May a call go to this model now? Claims the probe slot when half-open."""
-        if not self._settings.enabled:
-            return True
-        state = self.state
-        if state is CircuitState.CLOSED:
-            return True
-        if state is CircuitState.OPEN or self._probe_in_flight:
-            return False
-        self._set(CircuitState.HALF_OPEN)
-        self._probe_in_flight = True
-        return True
-
-    def record_success(self) -> None:
-        """The model answered (whether or not its plan was usable: the service is up)."""
-        self._probe_in_flight = False
-        self._consecutive_failures = 0
-        self._note(ok=True)
-        if self._state is not CircuitState.CLOSED:
-            self._outcomes.clear()
-            self._set(CircuitState.CLOSED)
-
-    def record_failure(self, retry_after: float | None = None) -> None:
-        self._probe_in_flight = False
-        self._consecutive_failures += 1
-        self._note(ok=False)
-        if self._state is CircuitState.HALF_OPEN or self._should_open():
-            self._open(retry_after)
-
-    def release(self) -> None:
-        """A call ended with no verdict on the model (cancelled): free the probe slot."""
-        self._probe_in_flight = False
-
-    def _note(self, *, ok: bool) -> None:
-        now = self._clock.now()
-        self._outcomes.append((now, ok))
-        horizon = now - self._settings.window_seconds
-        while self._outcomes and self._outcomes[0][0] < horizon:
-            self._outcomes.popleft()
-
-    def _should_open(self) -> bool:
-        if self._consecutive_failures >= self._settings.consecutive_failures:
-            return True
-        calls = len(self._outcomes)
-        if calls < self._settings.min_calls:
-            return False
-        failures = sum(1 for _, ok in self._outcomes if not ok)
-        return failures / calls > self._settings.failure_rate
-
-    def _open(self, retry_after: float | None) -> None:
-        # A provider may ask for a long pause; it closes the model for at most the cap.
-        asked = min(retry_after or 0.0, self._settings.max_retry_after_seconds)
-        cooldown = max(self._settings.cooldown_seconds, asked)
-        self._open_until = self._clock.now() + cooldown
-        self._consecutive_failures = 0
-        self._outcomes.clear()
-        self._set(CircuitState.OPEN)
-
-    def _set(self, state: CircuitState) -> None:
-        if state is not self._state:
-            self._state = state
-            if self._on_change is not None:
-                self._on_change(self.model, state)
 
 
 class CircuitBreakers:
@@ -155,12 +41,12 @@ class CircuitBreakers:
         clock: Clock,
         on_change: StateListener | None = None,
     ) -> None:
-        self._circuits = {m: ModelCircuit(m, settings, clock, on_change) for m in models}
+        self._circuits = {m: Circuit(m, settings, clock, on_change) for m in models}
 
-    def __getitem__(self, model: str) -> ModelCircuit:
+    def __getitem__(self, model: str) -> Circuit:
         return self._circuits[model]
 
-    def __iter__(self) -> Iterator[ModelCircuit]:
+    def __iter__(self) -> Iterator[Circuit]:
         return iter(self._circuits.values())
 
     def states(self) -> dict[str, str]:
@@ -190,7 +76,7 @@ def counts_against_model(error: LLMError) -> bool:
     return isinstance(error, LLMRejected) and error.code in _MODEL_DOWN_CODES
 
 
-def _gauge_reading(circuit: ModelCircuit) -> Callable[[], float]:
+def _gauge_reading(circuit: Circuit) -> Callable[[], float]:
     return lambda: _CIRCUIT_GAUGE[circuit.state]
 
 
@@ -244,7 +130,7 @@ class GuardedLLM:
         for circuit in self._breakers:
             # Read when scraped, so the gauge shows what /health shows: an open circuit whose
             # cooldown has passed is half-open before any call notices it.
-            metrics.circuit_state.labels(circuit.model).set_function(_gauge_reading(circuit))
+            metrics.circuit_state.labels(circuit.name).set_function(_gauge_reading(circuit))
         connection = settings.connection
         # Without API keys there is one principal and nobody to keep a slot for.
         reserved = connection.reserved_slots if settings.auth.enabled else 0
@@ -348,17 +234,15 @@ class GuardedLLM:
         self._account(model, completion, spend)
         return completion
 
-    def _judge(
-        self, circuit: ModelCircuit, error: LLMError, callers_own: bool, started: float
-    ) -> None:
+    def _judge(self, circuit: Circuit, error: LLMError, callers_own: bool, started: float) -> None:
         """What a failed call says of its model. `callers_own`: a timeout the caller's deadline
         made, no verdict on the model (see `DeadlineCuts`)."""
         took = self._clock.now() - started
         if callers_own:
-            self._metrics.record_llm_call(circuit.model, "deadline", took)
+            self._metrics.record_llm_call(circuit.name, "deadline", took)
             circuit.release()
             return
-        self._metrics.record_llm_call(circuit.model, error.code, took)
+        self._metrics.record_llm_call(circuit.name, error.code, took)
         if counts_against_model(error):
             retry_after = error.retry_after if isinstance(error, LLMRateLimited) else None
             circuit.record_failure(retry_after)

@@ -41,7 +41,7 @@ from planner_arm.plan.quality import QualityProblem
 from planner_arm.plan.schemas import Budget, PlanRequest
 from planner_arm.plan.validation import PlanRules
 from planner_arm.planning.toolboxes import Toolboxes
-from planner_arm.store.base import ANONYMOUS, Principal
+from planner_arm.principal import ANONYMOUS, Principal
 
 T = TypeVar("T")
 

@@ -22,11 +22,12 @@ import structlog
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from planner_arm.circuit import Circuit, CircuitState
 from planner_arm.clock import Clock, Deadline
 from planner_arm.config import CircuitSettings
 from planner_arm.errors import StoreFull, StoreUnavailable, TenantQuotaExceeded
-from planner_arm.llm.guarded import CircuitState, ModelCircuit
-from planner_arm.store.base import Claimed, ClaimOutcome, JSONObject, PlanStore, Principal
+from planner_arm.principal import Principal
+from planner_arm.store.base import Claimed, ClaimOutcome, JSONObject, PlanStore
 
 T = TypeVar("T")
 
@@ -63,7 +64,7 @@ class StoreGuard:
         settings = CircuitSettings(
             consecutive_failures=1, cooldown_seconds=down_seconds, max_retry_after_seconds=1
         )
-        self._circuit = ModelCircuit("store", settings, clock, self._changed)
+        self._circuit = Circuit("store", settings, clock, self._changed)
 
     @property
     def down(self) -> bool:

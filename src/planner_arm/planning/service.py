@@ -50,7 +50,8 @@ from planner_arm.planning.replan import Replanner
 from planner_arm.planning.specialize import Specializer
 from planner_arm.planning.stream import PlanStream
 from planner_arm.planning.toolboxes import Toolboxes
-from planner_arm.store.base import ANONYMOUS, Principal, note_store_failure
+from planner_arm.principal import ANONYMOUS, Principal
+from planner_arm.store.base import note_store_failure
 
 # What a stored plan keeps of its request: what a later replan or specialize reads (the goal
 # and its limits; of a replan, each reported step's status, so a finished step gets no new

@@ -38,6 +38,7 @@ import structlog
 from planner_arm.clock import Deadline
 from planner_arm.errors import StoreUnavailable, TenantQuotaExceeded
 from planner_arm.metrics import PlannerMetrics
+from planner_arm.principal import Principal
 
 JSONObject = dict[str, Any]
 StoreKind = Literal["memory", "redis"]
@@ -68,25 +69,6 @@ def quota_exceeded(kind: RecordKind, cap: int, retry_after: float) -> TenantQuot
         f"This caller already holds its cap of {cap} bytes of {_CAPPED[kind]}.",
         retry_after=retry_after,
     )
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who a record belongs to: `id` is a keyed hash of the API key (or of the tenant's name
-    when keys name one), never the key; `tenant` the configured tenant name, if any (bounded:
-    it comes from the configuration, never from a request)."""
-
-    id: str
-    tenant: str | None = None
-
-    @property
-    def label(self) -> str:
-        """What a log line may say about the caller: the tenant, else a short hash."""
-        return self.tenant or self.id[:12]
-
-
-# The one principal of a service with no API keys configured.
-ANONYMOUS = Principal(id="anonymous", tenant=None)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from planner_arm.clock import Clock, Deadline
+from planner_arm.principal import Principal
 from planner_arm.store.base import (
     NO_CAPS,
     Claimed,
@@ -29,7 +30,6 @@ from planner_arm.store.base import (
     InProgress,
     JSONObject,
     OwnerCaps,
-    Principal,
     RecordKind,
     StoreKind,
     answered_record,

@@ -31,6 +31,7 @@ from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from planner_arm.clock import Clock, Deadline
 from planner_arm.errors import StoreFull, StoreUnavailable
+from planner_arm.principal import Principal
 from planner_arm.store.base import (
     NO_CAPS,
     Claimed,
@@ -38,7 +39,6 @@ from planner_arm.store.base import (
     InProgress,
     JSONObject,
     OwnerCaps,
-    Principal,
     StoreKind,
     answered_record,
     claim_record,

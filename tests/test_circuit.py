@@ -1,13 +1,14 @@
 from __future__ import annotations
 
+from planner_arm.circuit import Circuit, CircuitState
 from planner_arm.config import CircuitSettings
-from planner_arm.llm.guarded import CircuitBreakers, CircuitState, ModelCircuit
+from planner_arm.llm.guarded import CircuitBreakers
 from support.app import FakeClock
 
 
-def circuit(clock: FakeClock, **settings: object) -> tuple[ModelCircuit, list[str]]:
+def circuit(clock: FakeClock, **settings: object) -> tuple[Circuit, list[str]]:
     changes: list[str] = []
-    c = ModelCircuit(
+    c = Circuit(
         "m",
         CircuitSettings(**settings),  # type: ignore[arg-type]
         clock.as_clock(),
