@@ -102,7 +102,7 @@ async def one_command(url: str, socket_timeout: float, redis: subprocess.Popen[b
     from planner_arm.clock import Clock
     from planner_arm.config import load_settings
     from planner_arm.errors import StoreUnavailable
-    from planner_arm.planning.wiring import build_store
+    from planner_arm.service.wiring import build_store
 
     settings = load_settings(store={"url": url, "socket_timeout_seconds": socket_timeout})
     store = build_store(settings, Clock())

@@ -1,8 +1,8 @@
 """The package's layering, read from the source: who may import whom, no cycles, small modules
 and functions simple enough to follow (cyclomatic complexity as radon counts it).
 
-Data flows one way: api -> mcp_server -> planning -> (rules, pipeline, llm, store) -> plan ->
-the shared modules.
+Data flows one way: api (HTTP and MCP) -> service -> strategies -> (pipeline, llm, rules) ->
+plan -> the shared modules; the service alone reaches the store.
 A module that imports against that flow, or FastAPI below api/, fails here with its name.
 """
 
@@ -32,15 +32,18 @@ SHARED = {
 }
 # What each layer may import from the package, besides itself.
 ALLOWED: dict[str, set[str]] = {
-    "api": {"mcp_server", "planning", "pipeline", "llm", "store", "plan", *SHARED},
-    # The MCP server: the planning endpoints as tools, for the app's /mcp and `planner-arm mcp`.
-    "mcp_server": {"planning", "store", "plan", *SHARED},
-    "planning": {"rules", "pipeline", "llm", "store", "plan", *SHARED},
+    # The edge, HTTP and MCP: it talks to the service (and knows the HTTP contract's models).
+    "api": {"service", "plan", "llm", *SHARED},
+    # The composition root and one request's way around a strategy.
+    "service": {"strategies", "pipeline", "llm", "rules", "store", "plan", *SHARED},
+    # Who makes the plan: never the service's plumbing, never the store.
+    "strategies": {"pipeline", "llm", "rules", "plan", *SHARED},
     # The rule-based planner: no I/O, so nothing of the service's machinery either.
     "rules": {"plan", "config", "errors", "defaults", "limits"},
     "pipeline": {"plan", *SHARED},
+    # The models: messages in, completions and their cost out; nothing of plans.
     "llm": {"plan", *SHARED},
-    "store": {"plan", *SHARED},
+    "store": {*SHARED},
     "plan": {"config", "errors", "defaults", "limits"},
     # Installed without the service's dependencies: the models of plan/ and the error codes.
     "client": {"plan", "errors", "limits"},

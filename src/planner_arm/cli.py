@@ -30,7 +30,7 @@ from planner_arm.plan.drawing import shown_text
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 
 if TYPE_CHECKING:  # built lazily: `planner-arm --help` need not load the whole service
-    from planner_arm.planning.wiring import Service
+    from planner_arm.service.wiring import Service
 
 T = TypeVar("T")
 
@@ -89,7 +89,7 @@ def settings(**overrides: Any) -> Settings:
 async def in_process(current: Settings) -> AsyncIterator[Service]:
     """The service of this process, built by the composition root, closed after."""
     from planner_arm.logging import configure_logging
-    from planner_arm.planning.wiring import build_service
+    from planner_arm.service.wiring import build_service
 
     configure_logging("WARNING", "console")
     service = build_service(current)
@@ -182,7 +182,7 @@ def serve(
 @cli.command()
 def mcp() -> None:
     """Serve the planner over MCP on stdin/stdout, for a desktop agent host."""
-    from planner_arm.mcp_server import build_mcp_server
+    from planner_arm.api.mcp_server import build_mcp_server
 
     async def run(service: Service) -> None:
         await build_mcp_server(service).run_stdio_async()

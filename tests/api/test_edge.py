@@ -172,7 +172,7 @@ async def test_no_cors_unless_configured() -> None:
 
 
 async def test_unexpected_errors_show_no_internals(monkeypatch: pytest.MonkeyPatch) -> None:
-    from planner_arm.planning.cache import CachingPlanner
+    from planner_arm.service.cache import CachingPlanner
 
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("secret internals at /srv/app/planner.py line 42")

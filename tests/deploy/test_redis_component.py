@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from planner_arm.config import ConfigError, load_settings
-from planner_arm.planning.wiring import build_store
+from planner_arm.service.wiring import build_store
 from support.app import FakeClock
 
 REPO = Path(__file__).resolve().parents[2]

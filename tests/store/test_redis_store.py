@@ -18,9 +18,9 @@ from redis.backoff import NoBackoff
 from planner_arm.clock import Deadline
 from planner_arm.config import load_settings
 from planner_arm.errors import StoreFull, StoreUnavailable
-from planner_arm.planning.records import StoreGuard
-from planner_arm.planning.wiring import build_store
 from planner_arm.principal import Principal
+from planner_arm.service.records import StoreGuard
+from planner_arm.service.wiring import build_store
 from planner_arm.store.base import Claimed, InProgress, PlanStore, Replay
 from planner_arm.store.redis_backend import RedisStore
 from support.app import FakeClock

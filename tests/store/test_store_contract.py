@@ -11,8 +11,8 @@ import pytest
 from planner_arm.clock import Deadline
 from planner_arm.config import load_settings
 from planner_arm.errors import TenantQuotaExceeded
-from planner_arm.planning.wiring import build_store
 from planner_arm.principal import Principal
+from planner_arm.service.wiring import build_store
 from planner_arm.store.base import (
     Claimed,
     ClaimOutcome,

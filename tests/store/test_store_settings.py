@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from planner_arm.config import ConfigError, load_settings
-from planner_arm.planning.wiring import build_store
 from planner_arm.principal import ANONYMOUS
+from planner_arm.service.wiring import build_store
 from support.app import FakeClock
 
 

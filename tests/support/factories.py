@@ -10,7 +10,7 @@ import httpx
 
 from planner_arm.clock import Deadline
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.planning.wiring import Service, build_service
+from planner_arm.service.wiring import Service, build_service
 from support.app import FakeClock, make_settings
 
 

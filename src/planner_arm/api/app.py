@@ -36,7 +36,7 @@ from planner_arm.clock import Clock
 from planner_arm.config import Settings, TracingSettings, load_settings, publish_redacted_headers
 from planner_arm.llm.client import rehearse_model_call
 from planner_arm.logging import configure_logging
-from planner_arm.planning.wiring import build_service, service_metrics, service_version
+from planner_arm.service.wiring import build_service, service_metrics, service_version
 from planner_arm.tracing import Tracing, start_tracing
 
 log = structlog.get_logger("planner_arm.api.app")

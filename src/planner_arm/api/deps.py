@@ -19,9 +19,9 @@ from planner_arm.api.middleware import is_json_media_type
 from planner_arm.api.openapi.responses import MAX_IDEMPOTENCY_KEY_CHARS
 from planner_arm.errors import InvalidIdempotencyKey, NotReady, UnsupportedMediaType
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.planning.service import PlanService
-from planner_arm.planning.wiring import Service
 from planner_arm.principal import Principal
+from planner_arm.service.service import PlanService
+from planner_arm.service.wiring import Service
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""/mcp: the MCP server (`planner_arm.mcp_server`) over streamable HTTP, in this app.
+"""/mcp: the MCP server (`planner_arm.api.mcp_server`) over streamable HTTP, in this app.
 
 The same API keys guard it as the planning endpoints (the same check, the same 401 body), and
 it serves the lifespan's own `Service`: one composition root for both protocols. Stateless:
@@ -25,10 +25,10 @@ from starlette.types import Receive, Scope, Send
 
 from planner_arm.api.auth import is_loopback
 from planner_arm.api.deps import planning_caller
+from planner_arm.api.mcp_server import Caller, build_mcp_server
 from planner_arm.config import ServerSettings
 from planner_arm.errors import HostNotAllowed, NotReady, OriginNotAllowed, RequestRejected
-from planner_arm.mcp_server import Caller, build_mcp_server
-from planner_arm.planning.wiring import Service
+from planner_arm.service.wiring import Service
 
 MCP_PATH = "/mcp"
 # Host names that reach only this machine, as a Host header writes them.
@@ -107,6 +107,6 @@ class MCPEndpoint:
         admitted = planning_caller(request)
         if self._sessions is None:
             raise NotReady("the planner is not ready")
-        # What the MCP handlers read as the caller (`planner_arm.mcp_server.tool_call`).
+        # What the MCP handlers read as the caller (`planner_arm.api.mcp_server.tool_call`).
         request.state.caller = Caller("http", admitted.principal)
         await self._sessions.handle_request(scope, receive, send)

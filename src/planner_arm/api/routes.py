@@ -43,8 +43,8 @@ from planner_arm.plan.endpoint_schemas import (
 )
 from planner_arm.plan.inputs import input_schema
 from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse, request_model_for
-from planner_arm.planning.stream import PlanStream
-from planner_arm.planning.wiring import service_version
+from planner_arm.service.stream import PlanStream
+from planner_arm.service.wiring import service_version
 
 # A stored plan is its caller's: no shared cache keeps it, and a private one keeps it apart
 # for each key (and for the page and the JSON).

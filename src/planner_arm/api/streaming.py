@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 
 from planner_arm.api.errors import planner_error_response
 from planner_arm.plan.schemas import PlanResponse
-from planner_arm.planning.stream import ERROR, PING, PlanStream, StreamEvent
+from planner_arm.service.stream import ERROR, PING, PlanStream, StreamEvent
 
 StreamFormat = Literal["sse", "ndjson"]
 SSE_TYPE = "text/event-stream"

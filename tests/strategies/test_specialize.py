@@ -15,9 +15,9 @@ from planner_arm.llm.prompts import SpecializeBrief
 from planner_arm.plan.dag import ancestors_of_each
 from planner_arm.plan.inputs import check_input, input_schema
 from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanStep
-from planner_arm.planning.specialize import Specializer
-from planner_arm.planning.wiring import Service
 from planner_arm.principal import ANONYMOUS
+from planner_arm.service.wiring import Service
+from planner_arm.strategies.specialize import Specializer
 from support.app import FakeClock, answer
 from support.factories import make_service, request_deadline
 

@@ -31,8 +31,8 @@ from planner_arm.plan.hierarchy import expandable_step, expanded_tree, leaf_id, 
 from planner_arm.plan.replan import plan_diff
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
-from planner_arm.planning.attempts import ModelFailure, ModelPlanner, Question
 from planner_arm.rules.planner import step_detail
+from planner_arm.strategies.attempts import ModelFailure, ModelPlanner, Question
 
 # Checks a sub-plan's steps in their place (the budget of the whole plan); raises
 # PlanValidationError, which earns the model a repair prompt.

@@ -112,7 +112,7 @@ class PlanRecorder:
         self.metrics = metrics
         self.stats = stats if stats is not None else TrafficStats()
         # Bound once: a module-level lazy logger rebuilds itself on every call.
-        self._log = structlog.get_logger("planner_arm.planning.recorder").bind()
+        self._log = structlog.get_logger("planner_arm.service.recorder").bind()
 
     def planned(self, response: PlanResponse, request: PlanRequest, *, repeat: bool) -> None:
         """An answered plan request. `repeat`: the plan was made for another request (a cache

@@ -3,7 +3,7 @@ holding the most (beyond its fair share) loses its least recently used set first
 
 from __future__ import annotations
 
-from planner_arm.planning.kept_tool_sets import KeptToolSets
+from planner_arm.strategies.kept_tool_sets import KeptToolSets
 
 
 def kept(max_sets: int = 64, max_bytes: int = 100) -> KeptToolSets[str]:

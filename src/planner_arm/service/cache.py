@@ -26,10 +26,10 @@ from planner_arm.errors import StoreUnavailable
 from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
-from planner_arm.planning.attempts import PlanJob
-from planner_arm.planning.records import Records
+from planner_arm.service.records import Records
 from planner_arm.store.base import note_store_failure, owned
 from planner_arm.store.memory import FairShareMap
+from planner_arm.strategies.attempts import PlanJob
 
 _NO_COST = EstimatedCost(llm_usd=0.0, prompt_tokens=0, completion_tokens=0)
 

@@ -15,7 +15,7 @@ import respx
 
 from planner_arm.config import load_settings
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.planning.cache import request_key, settings_fingerprint
+from planner_arm.service.cache import request_key, settings_fingerprint
 from support.app import answer, good_plan, make_settings, running_app
 
 GOAL = "Find the record, then report on it"

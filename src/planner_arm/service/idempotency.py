@@ -35,7 +35,7 @@ from planner_arm.errors import IdempotencyInProgress, IdempotencyKeyReused, Stor
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.schemas import PlanResponse
-from planner_arm.planning.records import Records
+from planner_arm.service.records import Records
 from planner_arm.store.base import (
     Claimed,
     ClaimOutcome,
@@ -88,7 +88,7 @@ class Idempotency:
     renew_sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep)
 
     def __post_init__(self) -> None:
-        self._log = structlog.get_logger("planner_arm.planning.idempotency").bind()
+        self._log = structlog.get_logger("planner_arm.service.idempotency").bind()
         # Keyed plannings whose caller left: kept here until they finish and store their answer.
         self._orphans: set[asyncio.Task[PlanResponse]] = set()
 

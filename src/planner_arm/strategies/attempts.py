@@ -40,8 +40,8 @@ from planner_arm.plan.budget import Spend, estimate_call_usd, price_for
 from planner_arm.plan.quality import QualityProblem
 from planner_arm.plan.schemas import Budget, PlanRequest
 from planner_arm.plan.validation import PlanRules
-from planner_arm.planning.toolboxes import Toolboxes
 from planner_arm.principal import ANONYMOUS, Principal
+from planner_arm.strategies.toolbox import Toolboxes
 
 T = TypeVar("T")
 
@@ -231,7 +231,7 @@ class ModelChain:
     tracer: trace.Tracer = field(default_factory=trace.NoOpTracer)
     # Bound once: a module-level lazy logger rebuilds itself on every call.
     log: Any = field(
-        init=False, default_factory=lambda: structlog.get_logger("planner_arm.planning.attempts")
+        init=False, default_factory=lambda: structlog.get_logger("planner_arm.strategies.attempts")
     )
 
     @property

@@ -24,11 +24,11 @@ from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.replan import ReplanScope, merge_replan, plan_diff, replan_scope
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.validation import ValidPlan
-from planner_arm.planning.attempts import ModelPlanner, Question, Sourced
-from planner_arm.planning.flat import PlanAnswer, respond
-from planner_arm.planning.iterative import next_round
 from planner_arm.rules.planner import RuleBasedPlanner
 from planner_arm.rules.replan import extended, rest_of, rule_based_replan
+from planner_arm.strategies.attempts import ModelPlanner, Question, Sourced
+from planner_arm.strategies.flat import PlanAnswer, respond
+from planner_arm.strategies.iterative import next_round
 
 
 @dataclass(kw_only=True)

@@ -19,8 +19,8 @@ from planner_arm.plan.estimation import critical_path_duration, parallel_stages,
 from planner_arm.plan.replan import ReplanScope, plan_diff
 from planner_arm.plan.schemas import PlanResponse, PlanStep
 from planner_arm.plan.validation import PlanRules
-from planner_arm.planning.attempts import PlanJob, PlanListener
-from planner_arm.planning.flat import FlatPlanner
+from planner_arm.strategies.attempts import PlanJob, PlanListener
+from planner_arm.strategies.flat import FlatPlanner
 
 NEXT_STAGE_ONLY = "next_stage_only"
 

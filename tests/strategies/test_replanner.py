@@ -17,8 +17,8 @@ from planner_arm.plan.edited import check_edited_plan
 from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import PlanRules
-from planner_arm.planning.wiring import Service
 from planner_arm.principal import ANONYMOUS
+from planner_arm.service.wiring import Service
 from support.app import FakeClock, answer, good_plan, make_settings
 from support.factories import make_service, request_deadline
 from support.invariants import assert_valid_plan

@@ -42,8 +42,8 @@ from planner_arm.plan.inputs import (
     input_schema,
 )
 from planner_arm.plan.schemas import Budget, EstimatedCost, PlanNote, PlanResponse, PlanStep
-from planner_arm.planning.attempts import ModelAnswer, ModelChain, Question
 from planner_arm.rules.inputs import rule_input
+from planner_arm.strategies.attempts import ModelAnswer, ModelChain, Question
 
 InputSource = Literal["llm", "rule"]
 

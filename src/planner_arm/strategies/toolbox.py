@@ -38,8 +38,8 @@ from planner_arm.plan.schemas import PlanRequest
 from planner_arm.plan.tool_index import ExampleIndex
 from planner_arm.plan.validation import PlanRules, profile_of
 from planner_arm.plan.weighed import BuildLane, Lazy, SharedWork, ToolMemo, deep_size
-from planner_arm.planning.kept_tool_sets import KeptToolSets
 from planner_arm.rules.planner import RuleBasedPlanner
+from planner_arm.strategies.kept_tool_sets import KeptToolSets
 
 # What a caller that found every build slot of its own taken is told to wait before a retry.
 BUSY_RETRY_SECONDS = 1.0

@@ -26,8 +26,8 @@ from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quality_problems
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import ValidPlan, validate_plan
-from planner_arm.planning.attempts import ModelPlanner, PlanJob, Question, Sourced
 from planner_arm.rules.planner import RuleBasedPlanner
+from planner_arm.strategies.attempts import ModelPlanner, PlanJob, Question, Sourced
 
 PlanAnswer = tuple[DraftPlan, ValidPlan]
 

@@ -23,16 +23,16 @@ from planner_arm.plan.draft import DraftPlan, split_note
 from planner_arm.plan.hierarchy import Node, expanded_nodes, flatten, leaf_count
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import ValidPlan, validate_plan
-from planner_arm.planning.attempts import (
+from planner_arm.rules.planner import RuleBasedPlanner
+from planner_arm.strategies.attempts import (
     MIN_CALL_SECONDS,
     ModelFailure,
     ModelPlanner,
     PlanJob,
     Question,
 )
-from planner_arm.planning.expand import SubPlan, SubPlanner, SubPlanTask
-from planner_arm.planning.flat import PlanAnswer, first_answer, respond
-from planner_arm.rules.planner import RuleBasedPlanner
+from planner_arm.strategies.expand import SubPlan, SubPlanner, SubPlanTask
+from planner_arm.strategies.flat import PlanAnswer, first_answer, respond
 
 
 @dataclass(kw_only=True)

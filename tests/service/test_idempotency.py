@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 from planner_arm.errors import IdempotencyInProgress
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.planning.idempotency import CLAIM_MARGIN_SECONDS, key_hash
+from planner_arm.service.idempotency import CLAIM_MARGIN_SECONDS, key_hash
 from support.app import FakeClock, answer, good_plan
 from support.factories import make_service
 from support.redis_server import RedisServer

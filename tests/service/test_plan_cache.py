@@ -11,7 +11,7 @@ import respx
 
 from planner_arm.config import load_settings
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.planning.cache import (
+from planner_arm.service.cache import (
     PlanCache,
     request_key,
     settings_fingerprint,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from structlog.testing import capture_logs
 
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.planning.recorder import UNMEASURED_LATENCY_MS, TrafficStats
+from planner_arm.service.recorder import UNMEASURED_LATENCY_MS, TrafficStats
 from support.factories import make_service
 
 

@@ -19,7 +19,7 @@ from planner_arm.plan.lexicon import stem
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.plan.tool_index import ExampleIndex
 from planner_arm.plan.weighed import BuildLane, SharedWork, ToolMemo
-from planner_arm.planning.toolboxes import Toolboxes, build_toolbox
+from planner_arm.strategies.toolbox import Toolboxes, build_toolbox
 from support.app import FakeClock, make_settings
 from support.tool_sets import WatchedLane, made_up_tools, tool_request
 

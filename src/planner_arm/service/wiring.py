@@ -24,27 +24,27 @@ from planner_arm.llm.guarded import GuardedLLM
 from planner_arm.llm.prompts import PROMPT_VERSION, example_texts
 from planner_arm.llm.retry import RetryPolicy
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.planning.attempts import (
+from planner_arm.rules.planner import RuleBasedPlanner
+from planner_arm.service.cache import CachingPlanner, settings_fingerprint
+from planner_arm.service.idempotency import Idempotency
+from planner_arm.service.recorder import PlanRecorder, TrafficStats
+from planner_arm.service.records import StoreGuard
+from planner_arm.service.service import PlanService, Strategies
+from planner_arm.store.base import NO_CAPS, OwnerCaps, PlanStore
+from planner_arm.store.memory import MemoryStore
+from planner_arm.strategies.attempts import (
     CallTime,
     FallbackGate,
     ModelChain,
     ModelHealth,
 )
-from planner_arm.planning.cache import CachingPlanner, settings_fingerprint
-from planner_arm.planning.expand import Expander, SubPlanner
-from planner_arm.planning.flat import FlatPlanner
-from planner_arm.planning.hierarchical import HierarchicalPlanner
-from planner_arm.planning.idempotency import Idempotency
-from planner_arm.planning.iterative import IterativePlanner
-from planner_arm.planning.recorder import PlanRecorder, TrafficStats
-from planner_arm.planning.records import StoreGuard
-from planner_arm.planning.replan import Replanner
-from planner_arm.planning.service import PlanService, Strategies
-from planner_arm.planning.specialize import Specializer
-from planner_arm.planning.toolboxes import Toolboxes
-from planner_arm.rules.planner import RuleBasedPlanner
-from planner_arm.store.base import NO_CAPS, OwnerCaps, PlanStore
-from planner_arm.store.memory import MemoryStore
+from planner_arm.strategies.expand import Expander, SubPlanner
+from planner_arm.strategies.flat import FlatPlanner
+from planner_arm.strategies.hierarchical import HierarchicalPlanner
+from planner_arm.strategies.iterative import IterativePlanner
+from planner_arm.strategies.replan import Replanner
+from planner_arm.strategies.specialize import Specializer
+from planner_arm.strategies.toolbox import Toolboxes
 from planner_arm.tracing import NO_TRACING, Tracing
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from planner_arm.clock import Deadline
 from planner_arm.errors import StoreUnavailable, TenantQuotaExceeded
-from planner_arm.planning.records import GRACE_SECONDS, StoreGuard
+from planner_arm.service.records import GRACE_SECONDS, StoreGuard
 from planner_arm.store.memory import MemoryStore
 from support.app import FakeClock
 

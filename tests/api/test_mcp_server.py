@@ -21,9 +21,9 @@ from mcp.types import TextContent, TextResourceContents
 
 from planner_arm.api.app import create_app
 from planner_arm.api.mcp import LOOPBACK_HOSTS, mcp_transport_security
+from planner_arm.api.mcp_server import tool_error_text
 from planner_arm.config import Settings
 from planner_arm.errors import PlanNotFound
-from planner_arm.mcp_server import tool_error_text
 from planner_arm.plan.schemas import PlanResponse
 from support.app import make_settings, with_lifespan
 from support.invariants import assert_valid_plan

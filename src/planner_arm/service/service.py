@@ -40,18 +40,18 @@ from planner_arm.plan.endpoint_schemas import (
 )
 from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse
 from planner_arm.plan.validation import PlanRules
-from planner_arm.planning.attempts import PlanJob, PlanListener
-from planner_arm.planning.cache import CachingPlanner
-from planner_arm.planning.expand import Expander
-from planner_arm.planning.idempotency import Idempotency
-from planner_arm.planning.recorder import PlanRecorder
-from planner_arm.planning.records import Records, StoreGuard
-from planner_arm.planning.replan import Replanner
-from planner_arm.planning.specialize import Specializer
-from planner_arm.planning.stream import PlanStream
-from planner_arm.planning.toolboxes import Toolboxes
 from planner_arm.principal import ANONYMOUS, Principal
+from planner_arm.service.cache import CachingPlanner
+from planner_arm.service.idempotency import Idempotency
+from planner_arm.service.recorder import PlanRecorder
+from planner_arm.service.records import Records, StoreGuard
+from planner_arm.service.stream import PlanStream
 from planner_arm.store.base import note_store_failure
+from planner_arm.strategies.attempts import PlanJob, PlanListener
+from planner_arm.strategies.expand import Expander
+from planner_arm.strategies.replan import Replanner
+from planner_arm.strategies.specialize import Specializer
+from planner_arm.strategies.toolbox import Toolboxes
 
 # What a stored plan keeps of its request: what a later replan or specialize reads (the goal
 # and its limits; of a replan, each reported step's status, so a finished step gets no new

@@ -38,12 +38,12 @@ from planner_arm.plan.endpoint_schemas import (
     ValidateResponse,
 )
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_for
-from planner_arm.planning.service import PlanService
-from planner_arm.planning.stream import ERROR, PLAN, RESET, STEP, PlanStream, StreamEvent
-from planner_arm.planning.wiring import Service, service_version
 from planner_arm.principal import ANONYMOUS, Principal
+from planner_arm.service.service import PlanService
+from planner_arm.service.stream import ERROR, PLAN, RESET, STEP, PlanStream, StreamEvent
+from planner_arm.service.wiring import Service, service_version
 
-log = structlog.get_logger("planner_arm.mcp_server")
+log = structlog.get_logger("planner_arm.api.mcp_server")
 
 SERVER_NAME = "planner-arm"
 INSTRUCTIONS = (

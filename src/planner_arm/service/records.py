@@ -60,7 +60,7 @@ class StoreGuard:
             self._span_attributes["db.system.name"] = "redis"
         self._operation_timeout = operation_timeout
         self._down_seconds = down_seconds
-        self._log = structlog.get_logger("planner_arm.planning.records").bind()
+        self._log = structlog.get_logger("planner_arm.service.records").bind()
         settings = CircuitSettings(
             consecutive_failures=1, cooldown_seconds=down_seconds, max_retry_after_seconds=1
         )

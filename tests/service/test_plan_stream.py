@@ -8,7 +8,7 @@ from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.validation import PlanRules
-from planner_arm.planning.stream import PING, PlanStream
+from planner_arm.service.stream import PING, PlanStream
 from support.app import FakeClock, make_settings
 
 

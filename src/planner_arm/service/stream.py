@@ -30,7 +30,7 @@ from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanResponse, PlanStep
 from planner_arm.plan.validation import PlanRules
 
-log = structlog.get_logger("planner_arm.planning.stream")
+log = structlog.get_logger("planner_arm.service.stream")
 
 STARTED, STEP, RESET, PLAN, ERROR, PING = (
     "plan.started",
