@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/floor_app.py --port P     (with OPENAI_BASE_URL set)
 
 One endpoint, `POST /plan`: read the JSON body, send the same system and user messages the
-service sends (built by `planner_arm.llm.prompts` from the same settings) through the same
+service sends (built by `planner_arm.strategies.prompts` from the same settings) through the same
 `openai.AsyncOpenAI(max_retries=0)` over one pooled `httpx.AsyncClient` with the service's
 pool limits, and return the answer's text unparsed as `{"content": ...}`. No validation,
 parsing, planning, metrics or logging: whatever the service costs beyond this is its own.
@@ -23,7 +23,7 @@ from fastapi import FastAPI, Request
 
 from planner_arm.config import load_settings
 from planner_arm.llm.client import build_http_client
-from planner_arm.llm.prompts import initial_messages, system_prompt, user_prompt
+from planner_arm.strategies.prompts import initial_messages, system_prompt, user_prompt
 
 
 def create_floor_app() -> FastAPI:

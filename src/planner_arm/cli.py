@@ -30,7 +30,7 @@ from planner_arm.plan.drawing import shown_text
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 
 if TYPE_CHECKING:  # built lazily: `planner-arm --help` need not load the whole service
-    from planner_arm.service.wiring import Service
+    from planner_arm.service.wiring import Runtime
 
 T = TypeVar("T")
 
@@ -86,25 +86,25 @@ def settings(**overrides: Any) -> Settings:
 
 
 @asynccontextmanager
-async def in_process(current: Settings) -> AsyncIterator[Service]:
+async def in_process(current: Settings) -> AsyncIterator[Runtime]:
     """The service of this process, built by the composition root, closed after."""
     from planner_arm.logging import configure_logging
-    from planner_arm.service.wiring import build_service
+    from planner_arm.service.wiring import build_runtime
 
     configure_logging("WARNING", "console")
-    service = build_service(current)
+    runtime = build_runtime(current)
     try:
-        yield service
+        yield runtime
     finally:
-        await service.aclose()
+        await runtime.aclose()
 
 
-def run_in_process(work: Callable[[Service], Awaitable[T]]) -> T:
-    """`work(service)` in this process, with the service built and closed around it."""
+def run_in_process(work: Callable[[Runtime], Awaitable[T]]) -> T:
+    """`work(runtime)` in this process, with the runtime built and closed around it."""
 
     async def run() -> T:
-        async with in_process(settings()) as service:
-            return await work(service)
+        async with in_process(settings()) as runtime:
+            return await work(runtime)
 
     return asyncio.run(run())
 
@@ -184,8 +184,8 @@ def mcp() -> None:
     """Serve the planner over MCP on stdin/stdout, for a desktop agent host."""
     from planner_arm.api.mcp_server import build_mcp_server
 
-    async def run(service: Service) -> None:
-        await build_mcp_server(service).run_stdio_async()
+    async def run(runtime: Runtime) -> None:
+        await build_mcp_server(runtime).run_stdio_async()
 
     # Logs go to stderr: stdout carries the protocol.
     run_in_process(run)
@@ -225,7 +225,7 @@ def plan(
             response = _remote_plan(url, api_key, request)
         else:
             response = run_in_process(
-                lambda service: service.plans.plan(
+                lambda runtime: runtime.plans.plan(
                     request, request.request_id or "cli", use_cache=False
                 )
             )
@@ -285,8 +285,8 @@ def _validate_here(steps: Any, fix: bool) -> Any:
 
     body = ValidateRequest(plan=steps, fix=fix)
 
-    async def check(service: Service) -> Any:
-        return await service.plans.validate(body, "cli")
+    async def check(runtime: Runtime) -> Any:
+        return await runtime.plans.validate(body, "cli")
 
     return run_in_process(check)
 
@@ -366,7 +366,7 @@ def _replan_here(goal: str, previous: Any, fields: dict[str, Any]) -> PlanRespon
     from planner_arm.plan.endpoint_schemas import ReplanRequest
 
     request = ReplanRequest(goal=goal, previous=previous, **fields)
-    return run_in_process(lambda service: service.plans.replan(request, "cli"))
+    return run_in_process(lambda runtime: runtime.plans.replan(request, "cli"))
 
 
 @cli.command()

@@ -343,3 +343,43 @@ def test_an_unexpected_failure_is_named_but_not_shown() -> None:
     )
     assert tool_error_text(PlanNotFound("gone"), ToolError("x")) == "plan_not_found: gone"
     assert tool_error_text(None, ToolError("Unknown tool: nope")) == "Unknown tool: nope"
+
+
+def test_the_mcp_sdk_is_imported_only_when_mcp_is_first_called() -> None:
+    """A service nobody calls over MCP never loads the SDK (nor the server-sent events library
+    it answers with): plans are made without it; the first call to /mcp loads it and is
+    answered."""
+    import subprocess
+    import sys
+
+    script = """
+import asyncio, json, sys
+import httpx
+sys.path.insert(0, "tests")
+from support.app import make_settings, with_lifespan
+from planner_arm.api.app import create_app
+
+def loaded():
+    return [name in sys.modules for name in ("mcp", "sse_starlette")]
+
+async def main():
+    app = create_app(make_settings(llm=False), http_client=httpx.AsyncClient())
+    async with with_lifespan(app) as served:
+        transport = httpx.ASGITransport(app=served)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
+            planned = await http.post("/plan", json={"goal": "Fix the login bug"})
+            before = loaded()
+            hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-03-26", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}}
+            headers = {"accept": "application/json, text/event-stream"}
+            answered = await http.post("/mcp", json=hello, headers=headers)
+    print(json.dumps([planned.status_code, before, answered.status_code, loaded()]))
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [200, [False, False], 200, [True, True]]

@@ -16,8 +16,8 @@ from planner_arm.clock import Deadline
 from planner_arm.errors import LLMTransientError
 from planner_arm.llm.client import LLMClient
 from planner_arm.llm.guarded import GuardedLLM
+from planner_arm.llm.usage import Usage
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.plan.budget import Spend
 from support.app import FakeClock, answer, good_plan, make_settings
 
 MODEL = "gpt-3.5-turbo"
@@ -67,9 +67,7 @@ async def hung_call(
     chat_route.side_effect = hang
     deadline = Deadline(10, fake_clock.as_clock())
     call = asyncio.create_task(
-        guard.call(
-            MODEL, MESSAGES, deadline, Spend(), owner=owner, seconds=9.9, min_call_seconds=0.05
-        )
+        guard.call(MODEL, MESSAGES, deadline, Usage(owner), seconds=9.9, min_call_seconds=0.05)
     )
     await arrived.wait()
     call.cancel()
@@ -114,7 +112,7 @@ async def timed_out(guard: GuardedLLM, clock: FakeClock, owner: str, seconds: fl
     deadline = Deadline(10, clock.as_clock())
     with pytest.raises(LLMTransientError) as failed:
         await guard.call(
-            MODEL, MESSAGES, deadline, Spend(), owner=owner, seconds=seconds, min_call_seconds=0.05
+            MODEL, MESSAGES, deadline, Usage(owner), seconds=seconds, min_call_seconds=0.05
         )
     assert failed.value.code == "timeout"
 
@@ -132,7 +130,7 @@ async def test_deadline_cut_calls_of_one_caller_leave_the_model_to_another(
     chat_route.return_value = answer(good_plan())
     deadline = Deadline(10, fake_clock.as_clock())
     completion = await guard.call(
-        MODEL, MESSAGES, deadline, Spend(), owner="other", seconds=2, min_call_seconds=0.05
+        MODEL, MESSAGES, deadline, Usage("other"), seconds=2, min_call_seconds=0.05
     )
     assert completion.content
 
@@ -165,9 +163,7 @@ async def test_the_circuit_gauge_shows_what_health_shows(
     chat_route.return_value = httpx.Response(503, json={})
     deadline = Deadline(10, fake_clock.as_clock())
     with pytest.raises(LLMTransientError):
-        await guard.call(
-            MODEL, MESSAGES, deadline, Spend(), owner="a", seconds=5, min_call_seconds=0.05
-        )
+        await guard.call(MODEL, MESSAGES, deadline, Usage("a"), seconds=5, min_call_seconds=0.05)
     assert guard.circuits() == {MODEL: "open"}
     assert sample(metrics, "planner_llm_circuit_state", model=MODEL) == 2
     fake_clock.time += 30  # cooled down: the next call would be the probe

@@ -16,7 +16,8 @@ from planner_arm.errors import (
     LLMTransientError,
     LLMUnsupportedFormat,
 )
-from planner_arm.llm.client import LLMClient, redact
+from planner_arm.llm.client import AnswerSchema, LLMClient, redact
+from planner_arm.strategies.prompts import plan_json_schema
 from support.app import TEST_KEY, answer, completion_body, make_settings
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
@@ -152,9 +153,11 @@ async def test_unsupported_response_format_is_remembered(
 
 
 async def test_json_schema_format_sends_the_plan_schema(chat_route: respx.Route) -> None:
-    llm = LLMClient(make_settings(model={"response_format": "json_schema"}), httpx.AsyncClient())
+    settings = make_settings(model={"response_format": "json_schema"})
+    llm = LLMClient(settings, httpx.AsyncClient())
     chat_route.return_value = answer("{}")
-    await llm.complete("gpt-4o-mini", MESSAGES, timeout=5)
+    schema = AnswerSchema("plan", plan_json_schema(settings.arm_ids))
+    await llm.complete("gpt-4o-mini", MESSAGES, timeout=5, answer_schema=schema)
     await llm.aclose()
     fmt = sent_json(chat_route)["response_format"]
     assert fmt["type"] == "json_schema"

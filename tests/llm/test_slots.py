@@ -15,8 +15,8 @@ from planner_arm.clock import Deadline
 from planner_arm.llm.client import LLMClient
 from planner_arm.llm.guarded import CallSkipped, GuardedLLM
 from planner_arm.llm.slots import FairSlots
+from planner_arm.llm.usage import Usage
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.plan.budget import Spend
 from support.app import FakeClock, answer, good_plan, make_settings
 
 MODEL = "gpt-3.5-turbo"
@@ -110,9 +110,7 @@ async def test_one_principal_at_its_limit_never_makes_another_saturated(
 
     def call(owner: str) -> asyncio.Task[object]:
         return asyncio.create_task(
-            guard.call(
-                MODEL, MESSAGES, deadline, Spend(), owner=owner, seconds=9, min_call_seconds=0.05
-            )
+            guard.call(MODEL, MESSAGES, deadline, Usage(owner), seconds=9, min_call_seconds=0.05)
         )
 
     a_calls = [call("a") for _ in range(3)]

@@ -1,21 +1,15 @@
-"""Budgets: the problems of a plan over budget, the prompt rule, the spend estimate, and the
-rule-based plan fitted to the budget or refused with the figures."""
+"""Budgets: the problems of a plan over budget, the prompt rule, and the rule-based plan fitted
+to the budget or refused with the figures."""
 
 from __future__ import annotations
 
 import pytest
 
-from planner_arm.config import Price
 from planner_arm.errors import BudgetExceeded
+from planner_arm.llm.usage import Usage
 from planner_arm.pipeline.assembly import assemble_response
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.budget import (
-    Spend,
-    budget_problems,
-    call_within_budget,
-    describe_budget,
-    estimate_call_usd,
-)
+from planner_arm.plan.budget import budget_problems, describe_budget
 from planner_arm.plan.schemas import Budget, PlanStep
 from planner_arm.plan.validation import PlanRules
 from planner_arm.rules.planner import plan_within_budget
@@ -63,21 +57,6 @@ def test_the_model_is_told_the_budget() -> None:
     assert describe_budget(None) == ""
 
 
-def test_the_next_call_is_estimated_from_the_calls_so_far_or_the_prompt() -> None:
-    price = Price(input_per_million=1.0, output_per_million=2.0)
-    first = estimate_call_usd(Spend(), 4000, 500, price)
-    assert first == pytest.approx((1000 * 1.0 + 500 * 2.0) / 1e6)
-    assert estimate_call_usd(Spend(calls=2, usd=0.004), 4000, 500, price) == pytest.approx(0.002)
-    assert estimate_call_usd(Spend(), 4000, 500, None) == 0.0
-
-
-def test_calls_stop_once_the_spend_would_pass_the_limit() -> None:
-    budget = Budget(max_llm_usd=0.01)
-    assert call_within_budget(Spend(usd=0.004), budget, 0.006)
-    assert not call_within_budget(Spend(usd=0.005), budget, 0.006)
-    assert call_within_budget(Spend(usd=5.0), None, 1.0)
-
-
 def test_the_rule_based_plan_is_fitted_to_the_budget() -> None:
     _, free = plan_within_budget(GOAL, [], {}, planning=SETTINGS.planning,
                                 resolver=RESOLVER, rules=RULES, budget=None)  # fmt: skip
@@ -88,7 +67,7 @@ def test_the_rule_based_plan_is_fitted_to_the_budget() -> None:
     assert budget_problems(valid.steps, budget) == []
     assert valid.steps[-1].required_arm == "judge"
     response = assemble_response(draft=draft, valid=valid, goal=GOAL, source="fallback",
-                                 model=None, spend=Spend(), request_id="r", latency_ms=0.0,
+                                 model=None, usage=Usage(), request_id="r", latency_ms=0.0,
                                  prompt_version="v")  # fmt: skip
     assert_valid_plan(response.model_dump(mode="json"))
 

@@ -1,5 +1,5 @@
 """Estimation on hand-computed plans: a diamond, a chain, fully parallel steps; the confidence
-formula; what a call costs at known prices."""
+formula."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from graphlib import CycleError
 
 import pytest
 
-from planner_arm.config import Price
-from planner_arm.plan.budget import llm_cost_usd, price_for
 from planner_arm.plan.estimation import (
     complexity_score,
     critical_path_duration,
@@ -144,42 +142,3 @@ def test_confidence_never_rises_with_repairs_or_calls_and_calls_cost_more() -> N
     one_repair = plan_confidence(0.9, repairs=1, llm_calls=1)
     one_extra_call = plan_confidence(0.9, repairs=0, llm_calls=2)
     assert one_extra_call < one_repair < 0.9
-
-
-# --- cost -----------------------------------------------------------------------------------
-
-PRICES = {
-    "gpt-4o": Price(input_per_million=2.50, output_per_million=10.00),
-    "gpt-4o-mini": Price(input_per_million=0.15, output_per_million=0.60),
-}
-
-
-def test_cost_from_per_million_prices() -> None:
-    # (1000 * 0.15 + 500 * 0.60) / 1e6
-    assert llm_cost_usd("gpt-4o-mini", 1000, 500, PRICES) == pytest.approx(0.00045)
-    # (1000 * 2.50 + 500 * 10.00) / 1e6
-    assert llm_cost_usd("gpt-4o", 1000, 500, PRICES) == pytest.approx(0.0075)
-
-
-@pytest.mark.parametrize(
-    ("model", "priced_as"),
-    [
-        ("gpt-4o-mini-2024-07-18", "gpt-4o-mini"),  # longest matching name, not "gpt-4o"
-        ("gpt-4o-2024-08-06", "gpt-4o"),
-        ("GPT-4o-Mini", "gpt-4o-mini"),
-    ],
-)
-def test_dated_model_names_use_their_base_price(model: str, priced_as: str) -> None:
-    assert price_for(model, PRICES) == PRICES[priced_as]
-    expected = llm_cost_usd(priced_as, 2000, 300, PRICES)
-    assert llm_cost_usd(model, 2000, 300, PRICES) == expected > 0
-
-
-@pytest.mark.parametrize("model", ["claude-3-haiku", "gpt-4omni", "gpt-4", ""])
-def test_unpriced_model_costs_nothing(model: str) -> None:
-    assert price_for(model, PRICES) is None
-    assert llm_cost_usd(model, 1000, 1000, PRICES) == 0.0
-
-
-def test_negative_token_counts_count_as_zero() -> None:
-    assert llm_cost_usd("gpt-4o", -5, 1_000_000, PRICES) == 10.0

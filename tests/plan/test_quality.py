@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from planner_arm.llm.prompts import example_texts
 from planner_arm.plan.quality import (
     checked_prohibitions,
     is_prohibition,
     quality_problems,
 )
 from planner_arm.plan.schemas import PlanStep
+from planner_arm.strategies.prompts import example_texts
 from support.app import good_plan
 
 STEPS = [PlanStep(**step) for step in good_plan()["plan"]]  # search, patch, test, validate

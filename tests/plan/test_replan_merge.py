@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from planner_arm.errors import PlanValidationError, ReplanLimitReached, ReplanRejected
+from planner_arm.llm.usage import Usage
 from planner_arm.pipeline.assembly import assemble_response, validated_response
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.budget import Spend
 from planner_arm.plan.draft import DraftPlan, DraftStep
 from planner_arm.plan.edited import check_edited_plan
 from planner_arm.plan.endpoint_schemas import ReplanRequest
@@ -60,7 +60,7 @@ def draft(*rows: tuple[int, str, str, list[int]]) -> DraftPlan:
 def answer_body(merged: MergedPlan, previous: PlanResponse) -> dict[str, Any]:
     response = assemble_response(
         draft=DraftPlan([], "Revised."), valid=ValidPlan(merged.steps, merged.repairs), goal="g",
-        source="llm", model="m", spend=Spend(), request_id="r", latency_ms=1.0,
+        source="llm", model="m", usage=Usage(), request_id="r", latency_ms=1.0,
         prompt_version="v",
     )  # fmt: skip
     body = response.model_copy(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from planner_arm.llm.usage import Usage
 from planner_arm.pipeline.assembly import assemble_response
-from planner_arm.plan.budget import Spend
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.validation import PlanRules, validate_plan
 from planner_arm.rules.planner import step_detail
@@ -31,7 +31,7 @@ def test_a_detail_plan_is_valid_at_every_size(size: int) -> None:
     assert valid.repairs == []
     body = assemble_response(
         draft=draft, valid=valid, goal=ANALYSE.action, source="fallback", model=None,
-        spend=Spend(), request_id="r", latency_ms=0, prompt_version="v",
+        usage=Usage(), request_id="r", latency_ms=0, prompt_version="v",
     ).model_dump(mode="json")  # fmt: skip
     assert_valid_plan(body)
 

@@ -11,15 +11,22 @@ import httpx
 import respx
 
 from planner_arm.clock import Deadline
-from planner_arm.llm.prompts import SpecializeBrief
 from planner_arm.plan.dag import ancestors_of_each
+from planner_arm.plan.endpoint_schemas import SpecializeRequest
 from planner_arm.plan.inputs import check_input, input_schema
-from planner_arm.plan.schemas import EstimatedCost, PlanMetadata, PlanResponse, PlanStep
-from planner_arm.principal import ANONYMOUS
-from planner_arm.service.wiring import Service
+from planner_arm.plan.schemas import (
+    Budget,
+    EstimatedCost,
+    PlanMetadata,
+    PlanRequest,
+    PlanResponse,
+    PlanStep,
+)
+from planner_arm.service.wiring import Runtime
+from planner_arm.strategies.prompts import SpecializeBrief
 from planner_arm.strategies.specialize import Specializer
 from support.app import FakeClock, answer
-from support.factories import make_service, request_deadline
+from support.factories import make_service, request_deadline, request_job
 
 GOAL = "Fix authentication bug and add tests"
 BRIEF = SpecializeBrief(GOAL)
@@ -30,22 +37,28 @@ CODER_INPUT = {"instruction": "Fix the expiry check found in {{steps.1.output}}"
 class Specializing:
     """The service's specializer, and a request deadline of its own for each call."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Runtime) -> None:
         self.service = service
         self.specializer: Specializer = service.specializer
 
     def deadline(self) -> Deadline:
         return request_deadline(self.service)
 
-    async def specialize(self, *args: Any) -> PlanResponse:
-        return await self.specializer.specialize(*args, owner=ANONYMOUS.id)
+    async def specialize(
+        self,
+        response: PlanResponse,
+        brief: SpecializeBrief,
+        deadline: Deadline,
+        budget: Budget | None = None,
+    ) -> PlanResponse:
+        job = request_job(self.service, PlanRequest(goal=GOAL), "r", deadline, budget)
+        return await self.specializer.specialize(job, response, brief)
 
     async def one_step(self, plan: PlanResponse, number: int, goal: str, request_id: str) -> Any:
         brief = SpecializeBrief(goal)
-        deadline = self.deadline()
-        return await self.specializer.one_step(
-            plan, number, brief, request_id, deadline, owner=ANONYMOUS.id
-        )
+        body = SpecializeRequest(plan_id=plan.plan_id, step=number, goal=goal)
+        job = request_job(self.service, body, request_id)
+        return await self.specializer.one_step(job, plan, number, brief)
 
 
 def build(clock: FakeClock, llm: bool = True, **overrides: Any) -> Specializing:
@@ -283,8 +296,6 @@ async def test_steps_filled_at_once_never_spend_past_max_llm_usd(
 ) -> None:
     """Four steps ask the model side by side: each call's likely cost is set aside before it
     is made, so together they stay within the caller's max_llm_usd."""
-    from planner_arm.plan.schemas import Budget
-
     # Each call costs 0.003 (2000 output tokens at 1.5 $/M), a little under its estimate.
     chat_route.return_value = answer({}, prompt_tokens=0, completion_tokens=2000)
     specializer = build(fake_clock)

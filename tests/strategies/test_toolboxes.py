@@ -217,10 +217,13 @@ async def test_a_principals_next_build_waits_for_its_own_and_past_the_deadline_i
     assert len(boxes.kept) == 2
 
 
-async def test_a_tool_set_is_looked_up_only_while_a_request_holds_it() -> None:
+async def test_a_request_plans_with_the_tool_set_it_holds() -> None:
     boxes = toolboxes()
-    request = tool_request("held")
-    with pytest.raises(LookupError):
-        boxes.for_request(request)
+    request = tool_request("held", count=LARGE)
     async with boxes.held(request, "a", deadline()) as box:
-        assert boxes.for_request(request) is box
+        toolbox = await boxes.for_request(request, box)
+        assert toolbox.box is box
+        assert (toolbox.rules, toolbox.resolver) == (box.rules, box.resolver)
+        # Past the shortlist, its prompt lists the tools relevant to the request alone.
+        assert toolbox.system_prompt == box.prompt_for(box.listed(request))
+        assert len(box.listed(request)) < LARGE

@@ -1,6 +1,6 @@
 """create_app(): the FastAPI application with its lifespan, middleware and error handlers.
 
-The lifespan builds the whole service through the composition root (`build_service`), warms
+The lifespan builds the whole service through the composition root (`build_runtime`), warms
 the model client, serves it over MCP at /mcp too, yields the typed `State` every request sees,
 and closes what it built; it warns (`serving_without_keys`) when the service listens beyond
 loopback with no API keys. With tracing configured, each request is a server span (the FastAPI
@@ -24,7 +24,7 @@ from starlette.routing import Route
 from planner_arm.api.auth import KeyCheck, KeyRing, RequestRates, serving_without_keys
 from planner_arm.api.deps import Readiness, State
 from planner_arm.api.errors import install_error_handlers
-from planner_arm.api.mcp import MCP_PATH, MCPEndpoint, mcp_transport_security
+from planner_arm.api.mcp import MCP_PATH, MCPEndpoint
 from planner_arm.api.middleware import (
     BodyLimitMiddleware,
     HTTPMetricsMiddleware,
@@ -34,9 +34,8 @@ from planner_arm.api.openapi.responses import customise_openapi
 from planner_arm.api.routes import build_routers
 from planner_arm.clock import Clock
 from planner_arm.config import Settings, TracingSettings, load_settings, publish_redacted_headers
-from planner_arm.llm.client import rehearse_model_call
 from planner_arm.logging import configure_logging
-from planner_arm.service.wiring import build_service, service_metrics, service_version
+from planner_arm.service.wiring import build_runtime, service_metrics, service_version
 from planner_arm.tracing import Tracing, start_tracing
 
 log = structlog.get_logger("planner_arm.api.app")
@@ -72,11 +71,11 @@ def create_app(
     # A rate per principal; without keys, the anonymous one's is every caller's together.
     rates = RequestRates(settings.tenants, clock or Clock())
     readiness = Readiness(metrics, keys, rates)
-    mcp = MCPEndpoint(mcp_transport_security(settings.server))
+    mcp = MCPEndpoint(settings.server)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[State]:
-        service = build_service(
+        runtime = build_runtime(
             settings,
             metrics=metrics,
             http_client=http_client,
@@ -84,10 +83,9 @@ def create_app(
             rng=rng,
             tracing=tracing,
         )
-        if service.llm is not None:
-            # Before ready: the first plan request is then no slower than the tenth.
-            await rehearse_model_call()
-        else:
+        # Before ready: the first plan request is then no slower than the tenth.
+        await runtime.warm_up()
+        if runtime.llm is None:
             log.warning(
                 "llm_disabled",
                 reason="no OPENAI_API_KEY and no base URL",
@@ -97,9 +95,9 @@ def create_app(
         log.info(
             "service_started",
             version=service_version(),
-            model=settings.model.name if service.llm is not None else None,
-            llm="configured" if service.llm is not None else "disabled",
-            store=service.store.kind,
+            model=settings.model.name if runtime.llm is not None else None,
+            llm="configured" if runtime.llm is not None else "disabled",
+            store=runtime.store.kind,
             tracing="otlp" if tracing.enabled else "off",
         )
         if serving_without_keys(settings):
@@ -112,11 +110,11 @@ def create_app(
                 requests_per_second=settings.tenants.requests_per_second,
             )
         try:
-            async with mcp.serving(service):
-                yield State(service=service, readiness=readiness)
+            async with mcp.serving(runtime):
+                yield State(runtime=runtime, readiness=readiness)
         finally:
             readiness.begin_shutdown()
-            await service.aclose()
+            await runtime.aclose()
             log.info("service_stopped")
             if owns_tracing:
                 tracing.shutdown()

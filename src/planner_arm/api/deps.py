@@ -19,9 +19,9 @@ from planner_arm.api.middleware import is_json_media_type
 from planner_arm.api.openapi.responses import MAX_IDEMPOTENCY_KEY_CHARS
 from planner_arm.errors import InvalidIdempotencyKey, NotReady, UnsupportedMediaType
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.principal import Principal
+from planner_arm.principal import ANONYMOUS, Principal
 from planner_arm.service.service import PlanService
-from planner_arm.service.wiring import Service
+from planner_arm.service.wiring import Runtime
 
 
 @dataclass
@@ -51,12 +51,12 @@ class Readiness:
 class State(TypedDict):
     """What the lifespan yields: every request's `request.state`."""
 
-    service: Service
+    runtime: Runtime
     readiness: Readiness
 
 
 def get_state(request: Request) -> State:
-    return State(service=request.state.service, readiness=request.state.readiness)
+    return State(runtime=request.state.runtime, readiness=request.state.readiness)
 
 
 def get_readiness(request: Request) -> Readiness:
@@ -67,11 +67,14 @@ def get_readiness(request: Request) -> Readiness:
 
 @dataclass(frozen=True)
 class Caller:
-    """A planning request's caller: the plan service, and the principal every call into it
-    names (whose records it reads and writes)."""
+    """A planning request's caller, over HTTP or MCP: the plan service it calls, the principal
+    every call names (whose records it reads and writes: its API key's, checked before the
+    call), and the transport it came by. Over MCP's stdio it is the local user who started
+    the process, the anonymous principal."""
 
     plans: PlanService
-    principal: Principal
+    principal: Principal = ANONYMOUS
+    transport: Literal["http", "stdio"] = "http"
 
 
 def planning_caller(request: Request) -> Caller:
@@ -88,8 +91,8 @@ def planning_caller(request: Request) -> Caller:
     if readiness.state == "starting":
         raise NotReady("the planner is not ready")
     readiness.rates.admit(principal)
-    service: Service = request.state.service
-    return Caller(service.plans, principal)
+    runtime: Runtime = request.state.runtime
+    return Caller(runtime.plans, principal)
 
 
 StateDep = Annotated[State, Depends(get_state)]

@@ -98,8 +98,8 @@ def _plan_problems(error: PlanningFailed) -> list[ErrorItem]:
 
 def _retry_after(request: Request, error: PlannerError) -> str:
     """Seconds until a retry has a chance: a model circuit's cooldown when one is open."""
-    if isinstance(error, PlanningFailed) and request.state.service.llm_status() == "degraded":
-        return str(math.ceil(request.state.service.settings.circuit.cooldown_seconds))
+    if isinstance(error, PlanningFailed) and request.state.runtime.llm_status() == "degraded":
+        return str(math.ceil(request.state.runtime.settings.circuit.cooldown_seconds))
     return str(SERVICE_BUSY_RETRY_SECONDS)
 
 

@@ -8,7 +8,7 @@ stored plan as a resource, and the steps of a plan being written as progress not
     progress    `plan` with a progressToken: one notification per step as it is accepted,
                 from the same stream as POST /plan with Accept: text/event-stream
 
-`build_mcp_server(service)` serves one built `Service`: the app mounts it at /mcp (streamable
+`build_mcp_server(runtime)` serves one built `Runtime`: the app mounts it at /mcp (streamable
 HTTP, behind the API keys, see `api/mcp.py`), and `planner-arm mcp` runs it on stdio. An error
 is a tool error whose text starts with the HTTP API's error code (`plan_not_found: ...`).
 """
@@ -19,7 +19,7 @@ import inspect
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 from mcp.server.fastmcp import Context, FastMCP
@@ -28,6 +28,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ContentBlock, ToolAnnotations
 from pydantic import ValidationError
 
+from planner_arm.api.deps import Caller
 from planner_arm.errors import PlannerError
 from planner_arm.plan.endpoint_schemas import (
     ExpandRequest,
@@ -38,10 +39,9 @@ from planner_arm.plan.endpoint_schemas import (
     ValidateResponse,
 )
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, request_model_for
-from planner_arm.principal import ANONYMOUS, Principal
 from planner_arm.service.service import PlanService
 from planner_arm.service.stream import ERROR, PLAN, RESET, STEP, PlanStream, StreamEvent
-from planner_arm.service.wiring import Service, service_version
+from planner_arm.service.wiring import Runtime, service_version
 
 log = structlog.get_logger("planner_arm.api.mcp_server")
 
@@ -58,25 +58,16 @@ _PLANS = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHin
 
 
 @dataclass(frozen=True)
-class Caller:
-    """Who sent a tool call: over HTTP the principal its API key authenticated (checked
-    before the call reached the server: plans are that principal's, as over the HTTP API);
-    over stdio the local user who started the process, the anonymous principal."""
-
-    transport: Literal["http", "stdio"]
-    principal: Principal = ANONYMOUS
-
-
-STDIO_CALLER = Caller("stdio")
-
-
-@dataclass(frozen=True)
 class ToolCall:
-    """What one tool call works with: the plan service, who called, and the request id."""
+    """What one tool call works with: who called (and the plan service it calls), and the
+    request id."""
 
-    plans: PlanService
     caller: Caller
     request_id: str
+
+    @property
+    def plans(self) -> PlanService:
+        return self.caller.plans
 
 
 class PlannerMCP(FastMCP):
@@ -107,15 +98,15 @@ def tool_error_text(cause: BaseException | None, error: ToolError) -> str:
     return "internal_error: the planner failed unexpectedly; the service log has the cause"
 
 
-def tool_call(service: Service, ctx: Context[Any, Any, Any]) -> ToolCall:
-    """The one place a tool call meets the plan service, with who called it."""
+def tool_call(runtime: Runtime, ctx: Context[Any, Any, Any]) -> ToolCall:
+    """The one place a tool call meets the plan service, with who called it: over HTTP the
+    caller /mcp admitted, over stdio the local user."""
     request = ctx.request_context.request
     state = getattr(request, "state", None)
     caller = getattr(state, "caller", None)
     request_id = getattr(state, "request_id", None)
     return ToolCall(
-        plans=service.plans,
-        caller=caller if isinstance(caller, Caller) else STDIO_CALLER,
+        caller=caller if isinstance(caller, Caller) else Caller(runtime.plans, transport="stdio"),
         request_id=request_id if isinstance(request_id, str) else uuid.uuid4().hex,
     )
 
@@ -152,9 +143,9 @@ async def plan_with_progress(
 
 
 def build_mcp_server(
-    service: Service, *, transport_security: TransportSecuritySettings | None = None
+    runtime: Runtime, *, transport_security: TransportSecuritySettings | None = None
 ) -> FastMCP:
-    """The MCP server of `service`, its request models with this service's limits.
+    """The MCP server of `runtime`, its request models with this service's limits.
 
     `transport_security`: the Host and Origin values its HTTP transport accepts (api/mcp.py);
     None, the SDK's own: loopback only."""
@@ -174,7 +165,7 @@ def build_mcp_server(
     async def plan(request: PlanRequest, ctx: Context[Any, Any, Any]) -> PlanResponse:
         """POST /plan: a validated, executable plan for `request.goal`. With a progressToken,
         each step is reported as it is accepted."""
-        call = tool_call(service, ctx)
+        call = tool_call(runtime, ctx)
         use_cache = request.options.use_cache
         if not _wants_progress(ctx):
             return await call.plans.plan(
@@ -196,34 +187,34 @@ def build_mcp_server(
     async def replan(request: ReplanRequest, ctx: Context[Any, Any, Any]) -> PlanResponse:
         """POST /replan: the plan revised after a failure or a change, its finished steps
         kept. `step_states` maps a step number to its status (and output or error)."""
-        call = tool_call(service, ctx)
+        call = tool_call(runtime, ctx)
         return await call.plans.replan(request, call.request_id, principal=call.caller.principal)
 
     async def validate_plan(
         request: ValidateRequest, ctx: Context[Any, Any, Any]
     ) -> ValidateResponse:
         """POST /plan/validate: every problem of an edited plan, without a model call."""
-        call = tool_call(service, ctx)
+        call = tool_call(runtime, ctx)
         return await call.plans.validate(request, call.request_id)
 
     async def expand_step(request: ExpandRequest, ctx: Context[Any, Any, Any]) -> PlanResponse:
         """POST /plan/expand: a new version of the plan with one step replaced by its
         sub-plan."""
-        call = tool_call(service, ctx)
+        call = tool_call(runtime, ctx)
         return await call.plans.expand(request, call.request_id, principal=call.caller.principal)
 
     async def specialize_step(
         request: SpecializeRequest, ctx: Context[Any, Any, Any]
     ) -> SpecializeResponse:
         """POST /plan/specialize: one step's typed arm input."""
-        call = tool_call(service, ctx)
+        call = tool_call(runtime, ctx)
         return await call.plans.specialize(
             request, call.request_id, principal=call.caller.principal
         )
 
     async def get_plan(plan_id: str, ctx: Context[Any, Any, Any]) -> PlanResponse:
         """GET /plan/{plan_id}: a stored plan, as it was answered, while its TTL lasts."""
-        call = tool_call(service, ctx)
+        call = tool_call(runtime, ctx)
         return await call.plans.get(plan_id, principal=call.caller.principal)
 
     async def plan_resource(plan_id: str) -> str:
@@ -231,14 +222,14 @@ def build_mcp_server(
         # Not a `ctx` parameter: the SDK validates a resource function's arguments, and the
         # copy of the context that makes has lost the request.
         try:
-            call = tool_call(service, server.get_context())
+            call = tool_call(runtime, server.get_context())
             response = await call.plans.get(plan_id, principal=call.caller.principal)
         except PlannerError as error:
             raise ResourceError(f"{error.code}: {error.detail}") from error
         return response.model_dump_json()
 
     # The request models carry this service's limits, as the HTTP routes' bodies do.
-    limits = service.settings.limits
+    limits = runtime.settings.limits
     plan.__annotations__["request"] = request_model_for(limits)
     replan.__annotations__["request"] = request_model_for(limits, ReplanRequest)
     expand_step.__annotations__["request"] = request_model_for(limits, ExpandRequest)

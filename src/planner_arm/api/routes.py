@@ -220,9 +220,9 @@ _probes = APIRouter()
 )
 async def health(state: StateDep) -> HealthResponse:
     """Liveness: the process answers. Never calls a model."""
-    service = state["service"]
-    settings = service.settings
-    store, policy = await service.store_status()
+    runtime = state["runtime"]
+    settings = runtime.settings
+    store, policy = await runtime.store_status()
     return HealthResponse(
         status="healthy",
         version=service_version(),
@@ -230,8 +230,8 @@ async def health(state: StateDep) -> HealthResponse:
         model=settings.model.name if settings.llm_enabled else None,
         timestamp=datetime.now(UTC).isoformat(),
         uptime_seconds=round(monotonic() - state["readiness"].started_at, 3),
-        llm=service.llm_status(),
-        circuits=service.model_health().circuits,
+        llm=runtime.llm_status(),
+        circuits=runtime.model_health().circuits,
         store=store,
         store_eviction_policy=policy,
         auth="keys" if settings.auth.enabled else "none",
@@ -262,9 +262,9 @@ async def ready(readiness: ReadinessDep) -> ReadyResponse:
 )
 async def capabilities(state: StateDep) -> CapabilitiesResponse:
     """What this arm does, measured from this process's own traffic."""
-    service = state["service"]
-    settings = service.settings
-    stats = service.stats
+    runtime = state["runtime"]
+    settings = runtime.settings
+    stats = runtime.stats
     return CapabilitiesResponse(
         arm_id="planner",
         capabilities=SERVICE_CAPABILITIES,
@@ -288,7 +288,7 @@ async def capabilities(state: StateDep) -> CapabilitiesResponse:
         max_steps=settings.planning.max_steps,
         # No model configured: none is named, as /health and the start-up log say.
         models=settings.model.chain if settings.llm_enabled else [],
-        llm=service.llm_status(),  # the same reading as /health's
+        llm=runtime.llm_status(),  # the same reading as /health's
         timeout_seconds=settings.planning.timeout_seconds,
     )
 
@@ -302,4 +302,4 @@ async def capabilities(state: StateDep) -> CapabilitiesResponse:
 )
 async def metrics(state: StateDep) -> Response:
     """Prometheus text format."""
-    return Response(state["service"].metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
+    return Response(state["runtime"].metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)

@@ -47,9 +47,11 @@ from planner_arm.errors import (
     LLMTransientError,
     LLMUnsupportedFormat,
 )
-from planner_arm.llm.prompts import Message, plan_json_schema
 
 CHAT_COMPLETIONS_PATH = "/chat/completions"
+
+# One message of a conversation: {"role": ..., "content": ...}.
+Message = dict[str, str]
 
 
 async def create_completion(
@@ -164,8 +166,9 @@ class Completion:
 
 @dataclass(frozen=True)
 class AnswerSchema:
-    """The JSON Schema an answer must follow, for a call that asks for something other than a
-    plan (a step's input); sent as `response_format: json_schema` where the model takes it."""
+    """The JSON Schema an answer must follow, named: sent as `response_format: json_schema`
+    where the model takes it (`model.response_format`). The caller writes it: a plan's, a
+    tool plan's, a step input's."""
 
     name: str
     schema: dict[str, Any]
@@ -276,10 +279,7 @@ class LLMClient:
         kind = self._settings.model.response_format
         if kind == "none" or model in self._no_response_format:
             return None
-        if kind == "json_schema":
-            if answer_schema is None:
-                schema = plan_json_schema(self._settings.arm_ids, self._settings.planning)
-                answer_schema = AnswerSchema("plan", schema)
+        if kind == "json_schema" and answer_schema is not None:
             return {
                 "type": "json_schema",
                 "json_schema": {
@@ -301,7 +301,8 @@ class LLMClient:
     ) -> Completion:
         """One chat completion, bounded by `timeout` seconds however the server behaves.
 
-        `answer_schema` replaces the plan's schema in `response_format` (json_schema mode).
+        `answer_schema` is sent as `response_format` in json_schema mode (without one, the
+        call asks for a JSON object).
 
         With a `sink`, the answer is streamed and each piece of text goes to the sink as it
         arrives; a server that refuses streaming is asked again without it (remembered), and

@@ -24,11 +24,10 @@ from planner_arm.circuit import Circuit, CircuitState, StateListener
 from planner_arm.clock import Clock, Deadline
 from planner_arm.config import CircuitSettings, Settings
 from planner_arm.errors import LLMError, LLMRateLimited, LLMRejected, LLMTransientError
-from planner_arm.llm.client import AnswerSchema, AnswerSink, Completion, LLMClient
-from planner_arm.llm.prompts import Message
+from planner_arm.llm.client import AnswerSchema, AnswerSink, Completion, LLMClient, Message
 from planner_arm.llm.slots import FairSlots
+from planner_arm.llm.usage import NO_PRICE, USAGE_NOT_REPORTED, Usage, llm_cost_usd
 from planner_arm.metrics import PlannerMetrics
-from planner_arm.plan.budget import Spend, llm_cost_usd
 
 
 class CircuitBreakers:
@@ -176,22 +175,22 @@ class GuardedLLM:
         model: str,
         messages: Sequence[Message],
         deadline: Deadline,
-        spend: Spend,
+        usage: Usage,
         *,
-        owner: Hashable,
         seconds: float,
         min_call_seconds: float,
         sink: AnswerSink | None = None,
         answer_schema: AnswerSchema | None = None,
     ) -> Completion:
-        """One call for `owner` (the principal whose request it is) of at most `seconds`
-        from now, the wait for a slot included.
+        """One call of at most `seconds` from now, the wait for a slot included, added to
+        `usage`, whose owner (the principal whose request it is) takes the call slot.
 
         Raises LLMError as the client does, or CallSkipped. A timeout counts against the
         model only when the call had its whole own budget (`model.call_timeout_seconds`); a
         call the request's deadline cut short, or whose caller went away, is no verdict on it.
         """
         circuit = self._breakers[model]
+        owner = usage.owner
         if not circuit.allow():
             raise CallSkipped("circuit_open")
         ends_at = self._clock.now() + seconds
@@ -200,7 +199,7 @@ class GuardedLLM:
             raise CallSkipped("saturated")
         self._metrics.llm_in_flight.inc()
         started = self._clock.now()
-        spend.calls += 1
+        usage.calls += 1
         remaining = deadline.remaining()
         timeout = max(0.0, min(ends_at - started, remaining))
         # The model's own budget, not the request's deadline, set how long this call may take.
@@ -231,7 +230,7 @@ class GuardedLLM:
             self._slots.release(owner)
             self._metrics.llm_in_flight.dec()
         circuit.record_success()
-        self._account(model, completion, spend)
+        self._account(model, completion, usage)
         return completion
 
     def _judge(self, circuit: Circuit, error: LLMError, callers_own: bool, started: float) -> None:
@@ -260,17 +259,17 @@ class GuardedLLM:
         except ValueError:
             return False
 
-    def _account(self, model: str, completion: Completion, spend: Spend) -> None:
+    def _account(self, model: str, completion: Completion, usage: Usage) -> None:
         usd = llm_cost_usd(
             model, completion.prompt_tokens, completion.completion_tokens, self._settings.pricing
         )
-        spend.prompt_tokens += completion.prompt_tokens
-        spend.completion_tokens += completion.completion_tokens
-        spend.usd += usd
+        usage.prompt_tokens += completion.prompt_tokens
+        usage.completion_tokens += completion.completion_tokens
+        usage.usd += usd
         if not completion.usage_reported:
-            spend.warn_once(f"usage_not_reported: {model}")
+            usage.not_counted(USAGE_NOT_REPORTED, model)
         elif usd == 0.0 and completion.prompt_tokens and not self._on_this_machine:
-            spend.warn_once(f"no_price_for_model: {model}")
+            usage.not_counted(NO_PRICE, model)
         self._metrics.record_llm_call(
             model,
             "ok",

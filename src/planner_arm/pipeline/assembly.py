@@ -4,12 +4,12 @@ then the caller's check), and a checked plan with what it cost turned into `Plan
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from planner_arm.pipeline.normalise import normalise_plan
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.budget import Spend
 from planner_arm.plan.draft import DraftPlan, repair, repair_code, split_note
 from planner_arm.plan.edited import NOTE_CODES, EditCheck
 from planner_arm.plan.estimation import (
@@ -29,6 +29,30 @@ from planner_arm.plan.schemas import (
 from planner_arm.plan.validation import ValidPlan
 
 _RATIONALE_GOAL_CHARS = 120
+
+
+class Bill(Protocol):
+    """What an answer's model calls took (llm/usage.py's `Usage`): its attempts and cost."""
+
+    @property
+    def calls(self) -> int: ...
+
+    @property
+    def prompt_tokens(self) -> int: ...
+
+    @property
+    def completion_tokens(self) -> int: ...
+
+    @property
+    def usd(self) -> float: ...
+
+
+class _NoCalls:
+    calls = prompt_tokens = completion_tokens = 0
+    usd = 0.0
+
+
+NO_CALLS: Bill = _NoCalls()
 
 
 def read_plan_answer(
@@ -58,13 +82,15 @@ def assemble_response(
     goal: str,
     source: PlanSource,
     model: str | None,
-    spend: Spend,
+    usage: Bill,
     request_id: str,
     latency_ms: float,
     prompt_version: str,
     fixed_confidence: float | None = None,
+    warnings: Sequence[str] = (),
 ) -> PlanResponse:
-    """`fixed_confidence` replaces the computed one (the fallback's, so callers can tell)."""
+    """`fixed_confidence` replaces the computed one (the fallback's, so callers can tell);
+    `warnings` are said after the draft's own."""
     repairs = [*draft.repairs, *valid.repairs]
     rationale = (draft.rationale or "").strip()
     if not rationale:
@@ -78,7 +104,7 @@ def assemble_response(
     if fixed_confidence is not None:
         confidence = fixed_confidence
     else:
-        confidence = plan_confidence(draft.confidence, repairs=len(repairs), llm_calls=spend.calls)
+        confidence = plan_confidence(draft.confidence, repairs=len(repairs), llm_calls=usage.calls)
     return PlanResponse(
         plan=valid.steps,
         rationale=rationale,
@@ -90,16 +116,16 @@ def assemble_response(
         parallel_stages=parallel_stages(valid.steps),
         critical_path_duration=critical_path_duration(valid.steps),
         estimated_cost=EstimatedCost(
-            llm_usd=round(spend.usd, 8),
-            prompt_tokens=spend.prompt_tokens,
-            completion_tokens=spend.completion_tokens,
+            llm_usd=round(usage.usd, 8),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
         ),
         metadata=PlanMetadata(
             source=source,
             model=model,
-            attempts=spend.calls,
+            attempts=usage.calls,
             repairs=notes(repairs),
-            warnings=notes([*draft.warnings, *spend.warnings]),
+            warnings=notes([*draft.warnings, *warnings]),
             latency_ms=round(latency_ms, 3),
             prompt_version=prompt_version,
         ),
@@ -122,7 +148,7 @@ def validated_response(check: EditCheck, *, request_id: str, prompt_version: str
         goal="",
         source="validated",
         model=None,
-        spend=Spend(),
+        usage=NO_CALLS,
         request_id=request_id,
         latency_ms=0.0,
         prompt_version=prompt_version,

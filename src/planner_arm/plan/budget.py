@@ -1,68 +1,18 @@
-"""The caller's budget and what a request's model calls cost.
+"""The caller's budget: what a plan may not exceed (steps, critical path) and when model calls
+must stop (`max_llm_usd`, which the attempt loop keeps: llm/usage.py).
 
-The budget says what a plan may not exceed (steps, critical path) and when model calls must
-stop (spend): a budget no valid plan can meet is refused before any model call, and a model
-answer over budget is sent back (one repair prompt). `Spend` adds up one request's calls
-(tokens and dollars, across retries and models) from the price table.
+A budget no valid plan can meet is refused before any model call, and a model answer over
+budget is sent back (one repair prompt).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
-from planner_arm.config import PlanningSettings, Price
+from planner_arm.config import PlanningSettings
 from planner_arm.errors import BudgetExceeded, PlanValidationError
 from planner_arm.plan.estimation import critical_path_duration
 from planner_arm.plan.schemas import Budget, PlanStep
-
-
-@dataclass
-class Spend:
-    """What one request's LLM calls cost, added up across retries and models."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    usd: float = 0.0
-    # The likely cost of calls in flight, set aside so calls made at once see each other.
-    reserved: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-
-    def warn_once(self, text: str) -> None:
-        if text not in self.warnings:
-            self.warnings.append(text)
-
-
-def price_for(model: str, pricing: Mapping[str, Price]) -> Price | None:
-    """The price of `model`, or of the longest priced name it extends with '-'
-    ("gpt-4o-mini-2024-07-18" -> "gpt-4o-mini"); None when nothing matches. Case-insensitive.
-    """
-    wanted = model.strip().lower()
-    best: tuple[int, Price] | None = None
-    for name, price in pricing.items():
-        key = name.lower()
-        if (wanted == key or wanted.startswith(key + "-")) and (best is None or len(key) > best[0]):
-            best = (len(key), price)
-    return best[1] if best else None
-
-
-def llm_cost_usd(
-    model: str, prompt_tokens: int, completion_tokens: int, pricing: Mapping[str, Price]
-) -> float:
-    """USD for one call from the per-million prices; 0.0 for an unpriced model."""
-    price = price_for(model, pricing)
-    if price is None:
-        return 0.0
-    cost = (
-        max(0, prompt_tokens) * price.input_per_million
-        + max(0, completion_tokens) * price.output_per_million
-    ) / 1_000_000
-    return round(cost, 8)
-
-
-# A token is about four characters of English; the estimate only has to be the right size.
-CHARS_PER_TOKEN = 4
 
 
 def budget_problems(steps: Sequence[PlanStep], budget: Budget | None) -> list[str]:
@@ -108,29 +58,6 @@ def describe_budget(budget: Budget | None) -> str:
             f"{budget.max_duration_seconds} seconds in total"
         )
     return ("Budget: " + "; ".join(rules) + ".") if rules else ""
-
-
-def estimate_call_usd(
-    spend: Spend, prompt_chars: int, max_completion_tokens: int, price: Price | None
-) -> float:
-    """What the next model call will likely cost: the mean of this request's calls so far, or
-    before the first one the prompt's size and a full-length answer at the model's price."""
-    if spend.calls and spend.usd > 0:
-        return spend.usd / spend.calls
-    if price is None:
-        return 0.0
-    prompt_tokens = prompt_chars / CHARS_PER_TOKEN
-    return (
-        prompt_tokens * price.input_per_million + max_completion_tokens * price.output_per_million
-    ) / 1_000_000
-
-
-def call_within_budget(spend: Spend, budget: Budget | None, next_call_usd: float) -> bool:
-    """False once the next call would take the request's spend past `budget.max_llm_usd`:
-    the planner then stops calling models (and the rule-based planner answers)."""
-    if budget is None or budget.max_llm_usd is None:
-        return True
-    return spend.usd + spend.reserved + next_call_usd <= budget.max_llm_usd
 
 
 def refuse_impossible_budget(budget: Budget | None, planning: PlanningSettings) -> None:

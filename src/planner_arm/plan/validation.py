@@ -141,7 +141,7 @@ class ValidPlan:
 
 
 @dataclass(slots=True)
-class _Step:
+class _CheckedStep:
     """A step being checked; `deps` holds list positions, not step numbers."""
 
     action: str
@@ -191,7 +191,7 @@ def validate_plan(draft: DraftPlan, rules: PlanRules) -> ValidPlan:
 
 
 def _order_or_cycle(
-    work: list[_Step], ids: list[int | None], errors: list[tuple[str, str]]
+    work: list[_CheckedStep], ids: list[int | None], errors: list[tuple[str, str]]
 ) -> list[int] | None:
     """The steps' positions in dependency order, or None after putting a cycle first in errors."""
     try:
@@ -224,7 +224,7 @@ def _order_repairs(
 
 
 def _plan_steps(
-    draft: DraftPlan, work: list[_Step], order: list[int], number_of: dict[int, int]
+    draft: DraftPlan, work: list[_CheckedStep], order: list[int], number_of: dict[int, int]
 ) -> list[PlanStep]:
     # The checks already keep PlanStep's constraints, but full validation stays: with
     # pydantic-core it is faster than model_construct (about 1.6 us against 2.8 us a step).
@@ -299,7 +299,7 @@ def _check_step(
     rules: PlanRules,
     repairs: list[str],
     errors: list[tuple[str, str]],
-) -> _Step:
+) -> _CheckedStep:
     action = step.action.strip()
     if not action:
         errors.append(("empty_action", f"{label}: action is empty"))
@@ -321,7 +321,9 @@ def _check_step(
         step.estimated_duration_seconds, arm if known_arm else None, label, repairs
     )
     # None is left only on a step with an unknown arm, which is already an error.
-    return _Step(action, arm, kept, deps, cost or MIN_COST_TIER, duration or MIN_DURATION_SECONDS)
+    return _CheckedStep(
+        action, arm, kept, deps, cost or MIN_COST_TIER, duration or MIN_DURATION_SECONDS
+    )
 
 
 def _kept_criteria(

@@ -95,7 +95,7 @@ _ID_VALUE = r"(?:\s+(?:id|ids|number|no\.?|#))?\s*[:#]?\s*[\"']?[A-Za-z]*[-_]?\d
 
 
 @dataclass
-class _Step:
+class _PlannedCall:
     tool: str
     # The piece of the request it is for (a producer: its consumer's piece).
     piece: str
@@ -129,7 +129,7 @@ class ToolPlanner:
         chosen, unplanned = _Matcher(index, graph, goal, noted).chosen()
         if not chosen:  # a plan has a step: the best match for the whole request
             ranked = index.ranked(goal)
-            chosen = [_Step(ranked[0][0] if ranked else self.resolver.arm_ids[0], goal, 0)]
+            chosen = [_PlannedCall(ranked[0][0] if ranked else self.resolver.arm_ids[0], goal, 0)]
         steps = _linked(_ordered(_with_producers(chosen, graph, goal), graph), graph)
         steps = _trimmed(steps, max_steps)
         warnings = [repair("goal_part_unplanned", clip(text, _WARNING_CHARS)) for text in unplanned]
@@ -168,10 +168,10 @@ class _Matcher:
         self.own_words = OWN_WORDS_WEIGHT_WITH_EXAMPLES if noted else OWN_WORDS_WEIGHT
         self.mentioned = {entity_key(word) for word in tokens(goal)}
 
-    def chosen(self) -> tuple[list[_Step], list[str]]:
+    def chosen(self) -> tuple[list[_PlannedCall], list[str]]:
         """Each piece's step (none for a piece no tool does well, nor for a repeat), the
         tools the request names, and the pieces of work no tool does."""
-        chosen: list[_Step] = []
+        chosen: list[_PlannedCall] = []
         unplanned: list[str] = []
         for position, piece in enumerate(self.pieces):
             previous = chosen[-1].tool if chosen else None
@@ -183,10 +183,10 @@ class _Matcher:
                     unplanned.append(piece.text)
             elif not _repeats(tool, piece, chosen):
                 waits = piece.after_previous or _refers_back(piece.text, tool, previous)
-                chosen.append(_Step(tool, piece.text, position, waits))
+                chosen.append(_PlannedCall(tool, piece.text, position, waits))
         for named in self.index.named_in(self.goal):  # a tool the request names is wanted
             if all(step.tool != named for step in chosen):
-                chosen.append(_Step(named, self.goal, len(self.pieces)))
+                chosen.append(_PlannedCall(named, self.goal, len(self.pieces)))
         return chosen, unplanned
 
     def _tool(self, position: int, previous: str | None, asks: bool, made: set[str]) -> str | None:
@@ -238,7 +238,7 @@ def _delivers(tool: str) -> bool:
     return any(word in _DELIVERY_WORDS for word in name_words(tool).split())
 
 
-def _repeats(tool: str, piece: GoalPiece, chosen: list[_Step]) -> bool:
+def _repeats(tool: str, piece: GoalPiece, chosen: list[_PlannedCall]) -> bool:
     """Whether `tool` is already chosen for the same things: a piece that names other
     things (names, numbers, quotes) asks for the tool again."""
     earlier = [step for step in chosen if step.tool == tool]
@@ -250,10 +250,10 @@ def _repeats(tool: str, piece: GoalPiece, chosen: list[_Step]) -> bool:
     )
 
 
-def _with_producers(chosen: list[_Step], graph: ToolGraph, goal: str) -> list[_Step]:
+def _with_producers(chosen: list[_PlannedCall], graph: ToolGraph, goal: str) -> list[_PlannedCall]:
     """The chosen steps, each after the steps that make what it needs."""
     planned = {step.tool for step in chosen}
-    steps: list[_Step] = []
+    steps: list[_PlannedCall] = []
     for step in chosen:
         steps += _producers(step, steps, planned, graph, goal, 0)
         steps.append(step)
@@ -261,22 +261,27 @@ def _with_producers(chosen: list[_Step], graph: ToolGraph, goal: str) -> list[_S
 
 
 def _producers(
-    step: _Step, before: list[_Step], planned: set[str], graph: ToolGraph, goal: str, depth: int
-) -> list[_Step]:
+    step: _PlannedCall,
+    before: list[_PlannedCall],
+    planned: set[str],
+    graph: ToolGraph,
+    goal: str,
+    depth: int,
+) -> list[_PlannedCall]:
     """The producer steps `step` needs, each after its own (none already planned)."""
     if depth >= MAX_PRODUCER_DEPTH:
         return []
-    added: list[_Step] = []
+    added: list[_PlannedCall] = []
     for key, producer in _missing(step, before, planned, graph, goal):
         planned.add(producer)
-        made = _Step(producer, step.piece, step.piece_index, makes=key, for_tool=step.tool)
+        made = _PlannedCall(producer, step.piece, step.piece_index, makes=key, for_tool=step.tool)
         added += _producers(made, [*before, *added], planned, graph, goal, depth + 1)
         added.append(made)
     return added
 
 
 def _missing(
-    step: _Step, before: list[_Step], planned: set[str], graph: ToolGraph, goal: str
+    step: _PlannedCall, before: list[_PlannedCall], planned: set[str], graph: ToolGraph, goal: str
 ) -> list[tuple[str | None, str]]:
     """(entity, producer) for each id `step` needs that nothing before it yields, the goal
     does not give and the examples do not overrule; with none, the examples' usual producer
@@ -306,7 +311,7 @@ def _gives(goal: str, noun: str) -> bool:
     return re.search(rf"\b{re.escape(noun)}s?{_ID_VALUE}", goal, re.IGNORECASE) is not None
 
 
-def _producer_of(key: str, step: _Step, graph: ToolGraph) -> str | None:
+def _producer_of(key: str, step: _PlannedCall, graph: ToolGraph) -> str | None:
     """The tool that makes entity `key` for `step`: the one the examples show before it most,
     else one that needs no id itself (finders first), else the best match for the piece."""
     makers = [tool for tool in graph.makers(key) if tool != step.tool]
@@ -322,7 +327,7 @@ def _producer_of(key: str, step: _Step, graph: ToolGraph) -> str | None:
     )
 
 
-def _ordered(steps: list[_Step], graph: ToolGraph) -> list[_Step]:
+def _ordered(steps: list[_PlannedCall], graph: ToolGraph) -> list[_PlannedCall]:
     """The steps in the request's order, except that a step comes after the one that yields
     what it needs (the nearest before it, else the first after it)."""
     yielders = [set(graph.traits[step.tool].yields) for step in steps]
@@ -341,7 +346,7 @@ def _ordered(steps: list[_Step], graph: ToolGraph) -> list[_Step]:
         return steps
 
 
-def _linked(steps: list[_Step], graph: ToolGraph) -> list[_Step]:
+def _linked(steps: list[_PlannedCall], graph: ToolGraph) -> list[_PlannedCall]:
     """Each step with the earlier steps it waits for (numbered from 1)."""
     chains = graph.chains()
     for position, step in enumerate(steps):
@@ -361,7 +366,7 @@ def _linked(steps: list[_Step], graph: ToolGraph) -> list[_Step]:
     return steps
 
 
-def _fed_by(step: _Step, earlier: list[_Step], graph: ToolGraph) -> list[int]:
+def _fed_by(step: _PlannedCall, earlier: list[_PlannedCall], graph: ToolGraph) -> list[int]:
     """For each thing `step` needs, the nearest earlier step that yields it."""
     found = []
     for key in graph.traits[step.tool].needs:
@@ -370,7 +375,7 @@ def _fed_by(step: _Step, earlier: list[_Step], graph: ToolGraph) -> list[int]:
     return found
 
 
-def _ancestors(number: int, steps: list[_Step]) -> set[int]:
+def _ancestors(number: int, steps: list[_PlannedCall]) -> set[int]:
     """Step `number` and every step it waits for, directly or not."""
     seen = {number}
     pending = [number]
@@ -382,20 +387,20 @@ def _ancestors(number: int, steps: list[_Step]) -> set[int]:
     return seen
 
 
-def _last_of_previous_piece(step: _Step, earlier: list[_Step]) -> int:
+def _last_of_previous_piece(step: _PlannedCall, earlier: list[_PlannedCall]) -> int:
     """The number of the last earlier step of an earlier piece (0: none)."""
     numbers = [n for n, other in enumerate(earlier, 1) if other.piece_index < step.piece_index]
     return numbers[-1] if numbers else 0
 
 
-def _trimmed(steps: list[_Step], max_steps: int) -> list[_Step]:
+def _trimmed(steps: list[_PlannedCall], max_steps: int) -> list[_PlannedCall]:
     kept = steps[:max_steps]
     for step in kept:
         step.depends_on = [dep for dep in step.depends_on if dep <= len(kept)]
     return kept
 
 
-def _draft(step: _Step, number: int, graph: ToolGraph) -> DraftStep:
+def _draft(step: _PlannedCall, number: int, graph: ToolGraph) -> DraftStep:
     if step.for_tool is not None:
         noun = graph.noun(step.makes) if step.makes else None
         description = graph.description(step.tool)
@@ -415,7 +420,7 @@ def _draft(step: _Step, number: int, graph: ToolGraph) -> DraftStep:
     )
 
 
-def _rationale(steps: list[_Step], unplanned: list[str]) -> str:
+def _rationale(steps: list[_PlannedCall], unplanned: list[str]) -> str:
     called = ", ".join(dict.fromkeys(step.tool for step in steps if step.for_tool is None))
     added = ", ".join(dict.fromkeys(step.tool for step in steps if step.for_tool is not None))
     text = f"Rule-based tool plan: {called} for the pieces of work the request asks for"

@@ -18,18 +18,18 @@ import asyncio
 import hashlib
 import json
 import uuid
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from planner_arm.clock import Clock
 from planner_arm.config import CacheSettings, Settings
 from planner_arm.errors import StoreUnavailable
-from planner_arm.llm.prompts import PROMPT_VERSION
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
 from planner_arm.service.records import Records
 from planner_arm.store.base import note_store_failure, owned
 from planner_arm.store.memory import FairShareMap
-from planner_arm.strategies.attempts import PlanJob
+from planner_arm.strategies.prompts import PROMPT_VERSION
 
 _NO_COST = EstimatedCost(llm_usd=0.0, prompt_tokens=0, completion_tokens=0)
 
@@ -124,19 +124,16 @@ class PlanCache(FairShareMap[PlanResponse]):
         self.put(owner, key, response, self._ttl)
 
 
-class Planner(Protocol):
-    """Who makes a plan when the cache has none (the strategies)."""
-
-    async def __call__(self, job: PlanJob) -> PlanResponse: ...
+# The planning of one request: run when the cache has no plan for it.
+Work = Callable[[], Awaitable[PlanResponse]]
 
 
 class CachingPlanner:
-    """Cache, then single flight, then the planner. A repeated answer carries the id of the
+    """Cache, then single flight, then the planning. A repeated answer carries the id of the
     plan it repeats in `metadata.cached_plan_id`."""
 
     def __init__(
         self,
-        planner: Planner,
         cache: CacheSettings,
         fingerprint: str,
         metrics: PlannerMetrics,
@@ -147,7 +144,6 @@ class CachingPlanner:
         """`fingerprint`: what changes a plan besides the request (`settings_fingerprint`).
         `shared`: the entries live in the store, for every replica (Redis); else they stay in
         this process, at most `owner_max_bytes` of them each principal's."""
-        self._planner = planner
         self._shared = shared
         self._ttl = cache.ttl_seconds
         self._enabled = cache.enabled
@@ -160,19 +156,29 @@ class CachingPlanner:
         self._in_flight: dict[str, asyncio.Task[PlanResponse]] = {}
         self._followers: dict[str, int] = {}  # requests waiting on another's planning
 
-    async def plan(self, job: PlanJob, *, use_cache: bool, records: Records) -> PlanResponse:
-        """`records`: the caller's, whose cache entries these are. The job's listener (a
-        streamed answer) watches this request's own model calls; a cache hit or a shared run
-        has none to watch."""
+    async def plan(
+        self,
+        request: PlanRequest,
+        request_id: str,
+        records: Records,
+        work: Work,
+        *,
+        use_cache: bool,
+        streamed: bool = False,
+    ) -> PlanResponse:
+        """`work()`'s plan for `request`, or a repeat of one made for the same request.
+        `records`: the caller's, whose cache entries these are (and whose deadline a repeat's
+        latency is measured from). `streamed`: the caller watches this request's own model
+        calls; a cache hit or a shared run has none to watch."""
         if not self._enabled:
-            return await self._planner(job)
-        key = request_key(job.request, self._fingerprint)
+            return await work()
+        key = request_key(request, self._fingerprint)
         flight = owned(records.owner, key)  # in this process: runs per principal
         if use_cache:
             cached = await self._cached(key, records)
             if cached is not None:
                 self._metrics.child(self._metrics.cache_requests, "hit").inc()
-                return self._repeat(cached, job)
+                return self._repeat(cached, request_id, records)
             leader = self._in_flight.get(flight)
             if leader is not None:
                 self._metrics.child(self._metrics.cache_requests, "coalesced").inc()
@@ -183,13 +189,13 @@ class CachingPlanner:
                     self._followers[flight] -= 1
                     if not self._followers[flight]:
                         del self._followers[flight]
-                return self._repeat(shared, job)
+                return self._repeat(shared, request_id, records)
         outcome = "miss" if use_cache else "bypass"
         self._metrics.child(self._metrics.cache_requests, outcome).inc()
 
         # A task of its own, which also stores its answer: a caller that goes away cancels
         # neither the others' answer nor the cache entry.
-        task = asyncio.create_task(self._plan_and_store(key, job, records))
+        task = asyncio.create_task(self._plan_and_store(key, work, records))
         if use_cache:
             self._in_flight[flight] = task
             task.add_done_callback(lambda _: self._in_flight.pop(flight, None))
@@ -198,12 +204,12 @@ class CachingPlanner:
         except asyncio.CancelledError:
             # A streamed answer's caller left: its model call goes too, unless another
             # request is waiting for the same plan.
-            if job.listener is not None and not self._followers.get(flight):
+            if streamed and not self._followers.get(flight):
                 task.cancel()
             raise
 
-    async def _plan_and_store(self, key: str, job: PlanJob, records: Records) -> PlanResponse:
-        response = await self._planner(job)
+    async def _plan_and_store(self, key: str, work: Work, records: Records) -> PlanResponse:
+        response = await work()
         if cacheable(response):
             await self._keep(key, response, records)
         return response
@@ -227,7 +233,7 @@ class CachingPlanner:
         except StoreUnavailable as error:
             note_store_failure(self._metrics, "cache_put", error)
 
-    def _repeat(self, original: PlanResponse, job: PlanJob) -> PlanResponse:
+    def _repeat(self, original: PlanResponse, request_id: str, records: Records) -> PlanResponse:
         """The same plan for another caller: its own ids and latency, no new cost, marked as a
         repeat of the original."""
         # A shared fallback plan stays what it is, a fallback; a model plan is a cache answer.
@@ -237,13 +243,13 @@ class CachingPlanner:
                 "source": source,
                 "attempts": 0,
                 "cached_plan_id": original.plan_id,
-                "latency_ms": round(job.deadline.elapsed_ms(), 3),
+                "latency_ms": round(records.deadline.elapsed_ms(), 3),
             }
         )
         return original.model_copy(
             update={
                 "plan_id": uuid.uuid4().hex,
-                "request_id": job.request_id,
+                "request_id": request_id,
                 "estimated_cost": _NO_COST,
                 "metadata": metadata,
             }

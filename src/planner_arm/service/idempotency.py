@@ -197,9 +197,9 @@ class Idempotency:
         self, claim: Claimed, mine: PlanResponse, records: Records, request_id: str
     ) -> PlanResponse:
         """Another caller holds the key now: its answer is the key's answer, not ours."""
-        wait = Deadline(max(records.deadline.remaining(), 0.0), self.clock)
         try:
-            outcome = await records.wait(claim.key, claim.fingerprint, wait, self.lease)
+            # Within what is left of this request's own deadline.
+            outcome = await records.wait(claim.key, claim.fingerprint, records.deadline, self.lease)
             if isinstance(outcome, Claimed):  # the key is free again (flushed): ours stands
                 if await records.complete(outcome, mine.model_dump(mode="json"), self.record_ttl):
                     self._lost(claim, "own_plan_kept")

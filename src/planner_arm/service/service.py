@@ -4,7 +4,9 @@ One request's journey: the request deadline is built here, once, and passed down
 Idempotency-Key is claimed (the same key and body are answered once); /plan goes through the
 cache and single flight to its strategy (flat, hierarchical, iterative), then stage 2 when it
 asks for inputs; /replan, /plan/expand and /plan/specialize start from the plan sent, or the
-one stored under `plan_id`; every answer is recorded once and stored for GET /plan/{id}.
+one stored under `plan_id`; every answer is recorded once and stored for GET /plan/{id}. A
+request that plans gets its job here, once (`strategies/job.py`): its toolbox held and
+resolved, its bill, its notes; every strategy takes it.
 
 Every call names its principal (the API layer resolves it from the caller's key; in-process
 callers such as the CLI are the anonymous principal): it reads and writes only that
@@ -16,15 +18,17 @@ never costs a plan: every store operation runs within the request's deadline, wr
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from anyio import to_thread
+from pydantic import BaseModel
 
 from planner_arm.clock import Clock, Deadline
 from planner_arm.errors import PlanningFailed, PlanNotFound, RequestRejected, StoreUnavailable
-from planner_arm.llm.prompts import PROMPT_VERSION, SpecializeBrief
+from planner_arm.llm.usage import Usage
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import notes, validated_response, with_warning
 from planner_arm.plan.arms import ArmResolver
@@ -47,11 +51,15 @@ from planner_arm.service.recorder import PlanRecorder
 from planner_arm.service.records import Records, StoreGuard
 from planner_arm.service.stream import PlanStream
 from planner_arm.store.base import note_store_failure
-from planner_arm.strategies.attempts import PlanJob, PlanListener
 from planner_arm.strategies.expand import Expander
+from planner_arm.strategies.job import Job, PlanListener
+from planner_arm.strategies.prompts import PROMPT_VERSION, SpecializeBrief
 from planner_arm.strategies.replan import Replanner
 from planner_arm.strategies.specialize import Specializer
-from planner_arm.strategies.toolbox import Toolboxes
+from planner_arm.strategies.toolbox import RequestToolbox, Toolboxes
+
+R = TypeVar("R", bound=BaseModel)
+P = TypeVar("P", bound=PlanRequest)
 
 # What a stored plan keeps of its request: what a later replan or specialize reads (the goal
 # and its limits; of a replan, each reported step's status, so a finished step gets no new
@@ -62,46 +70,27 @@ STORED_REQUEST_FIELDS = {"goal", "constraints", "context", "strategy"}
 class Strategy(Protocol):
     """Who makes a plan for a /plan request: flat, hierarchical or iterative."""
 
-    async def plan(self, job: PlanJob) -> PlanResponse: ...
+    async def plan(self, job: Job[PlanRequest]) -> PlanResponse: ...
 
 
 class Strategies:
     """How deep a plan goes: the request's `strategy` picks who plans it; stage 2 then fills
     each step's input when the request asks for it, within the same deadline. Whatever the
-    strategy, the answer names it, so a stored plan says how it was made. The request's tool
-    set is held while it plans (built first when it is not kept)."""
+    strategy, the answer names it, so a stored plan says how it was made."""
 
     def __init__(
-        self,
-        flat: Strategy,
-        hierarchical: Strategy,
-        iterative: Strategy,
-        specializer: Specializer,
-        toolboxes: Toolboxes,
+        self, flat: Strategy, hierarchical: Strategy, iterative: Strategy, specializer: Specializer
     ) -> None:
         self._by_name = {"flat": flat, "hierarchical": hierarchical, "iterative": iterative}
         self.specializer = specializer
-        self.toolboxes = toolboxes
 
-    async def __call__(self, job: PlanJob) -> PlanResponse:
-        request, listener = job.request, job.listener
-        streamed = listener is not None
-        async with self.toolboxes.held(
-            request, job.principal.id, job.deadline, streamed=streamed
-        ) as box:
-            if listener is not None:
-                listener.check_with(box.resolver, box.rules)
-            return await self._planned(job)
-
-    async def _planned(self, job: PlanJob) -> PlanResponse:
+    async def plan(self, job: Job[PlanRequest]) -> PlanResponse:
         request = job.request
         response = await self._by_name[request.strategy].plan(job)
         if job.listener is not None:  # a streamed answer announced its plan_id before the plan
             response = response.model_copy(update={"plan_id": job.listener.plan_id})
         if request.specialize:
-            response = await self.specializer.specialize(
-                response, brief_of(request), job.deadline, request.budget, owner=job.owner
-            )
+            response = await self.specializer.specialize(job, response, brief_of(request))
         return response
 
 
@@ -113,7 +102,8 @@ def brief_of(request: PlanRequest) -> SpecializeBrief:
 @dataclass
 class PlanService:
     _: KW_ONLY
-    plans: CachingPlanner
+    cache: CachingPlanner
+    strategies: Strategies
     replanner: Replanner
     expander: Expander
     specializer: Specializer
@@ -147,6 +137,27 @@ class PlanService:
         """The principal's records, within a deadline built now: one per request."""
         return Records(self.guard, principal, Deadline(self.timeout_seconds, self.clock))
 
+    @asynccontextmanager
+    async def _held(
+        self,
+        request: P,
+        request_id: str,
+        records: Records,
+        listener: PlanListener | None = None,
+    ) -> AsyncIterator[Job[P]]:
+        """The request's job, its tool set held while it plans (built first when it is not
+        kept) and what it plans with resolved once."""
+        streamed = listener is not None
+        toolboxes = self.toolboxes
+        async with toolboxes.held(
+            request, records.owner.id, records.deadline, streamed=streamed
+        ) as box:
+            toolbox = await toolboxes.for_request(request, box)
+            if listener is not None:
+                listener.check_with(toolbox.resolver, toolbox.rules)
+            cap = request.budget.max_llm_usd if request.budget is not None else None
+            yield job_of(request, request_id, records, toolbox, cap, listener)
+
     async def plan(
         self,
         request: PlanRequest,
@@ -158,13 +169,18 @@ class PlanService:
         principal: Principal = ANONYMOUS,
     ) -> PlanResponse:
         records = self._records(principal)
-        deadline = records.deadline
 
-        def planned() -> Awaitable[PlanResponse]:
-            job = PlanJob(request, request_id, deadline, listener, principal)
-            return self.plans.plan(job, use_cache=use_cache, records=records)
+        async def planned() -> PlanResponse:
+            async with self._held(request, request_id, records, listener) as job:
+                return await self.strategies.plan(job)
 
-        return await self._answered("plan", request, request_id, idempotency_key, records, planned)
+        def cached() -> Awaitable[PlanResponse]:
+            streamed = listener is not None
+            return self.cache.plan(
+                request, request_id, records, planned, use_cache=use_cache, streamed=streamed
+            )
+
+        return await self._answered("plan", request, request_id, idempotency_key, records, cached)
 
     async def replan(
         self,
@@ -175,48 +191,34 @@ class PlanService:
         principal: Principal = ANONYMOUS,
     ) -> PlanResponse:
         records = self._records(principal)
-        deadline = records.deadline
 
         async def revised() -> PlanResponse:
             previous, replan_count, verified = await self._replan_base(request, records)
-            async with self.toolboxes.held(request, principal.id, deadline):
-                return await revision(previous, replan_count, verified)
-
-        async def revision(
-            previous: PlanResponse, replan_count: int, verified: bool
-        ) -> PlanResponse:
-            replanner = await self.replanner.prepared(request)  # over the request's own tools
-            # Refuse a bad request (unknown steps, the replan limit) before any model call.
-            replanner.scope(request, previous, replan_count)
-            response = await replanner.replan(
-                request,
-                previous,
-                request_id,
-                deadline,
-                owner=principal.id,
-                replan_count=replan_count,
-            )
-            self.metrics.child(self.metrics.replans, response.metadata.source).inc()
-            if request.specialize:  # pending steps get an input; reported ones stay as sent
-                response = await self.specializer.specialize(
-                    response,
-                    brief_of(request),
-                    deadline,
-                    request.budget,
-                    owner=principal.id,
-                    finished=reported_steps(request),
-                )
-            if not verified:
-                detail = (
-                    f"the plan {previous.plan_id!r} and its parent are not in the store: its "
-                    f"replans were counted as {replan_count} from the plan itself"
-                )
-                response = with_warning(response, "replan_chain_unverified", detail)
-            return response
+            async with self._held(request, request_id, records) as job:
+                return await self._revision(job, previous, replan_count, verified)
 
         return await self._answered(
             "replan", request, request_id, idempotency_key, records, revised
         )
+
+    async def _revision(
+        self, job: Job[ReplanRequest], previous: PlanResponse, replan_count: int, verified: bool
+    ) -> PlanResponse:
+        request = job.request
+        # Refuse a bad request (unknown steps, the replan limit) before any model call.
+        scope = self.replanner.scope(job, previous, replan_count)
+        response = await self.replanner.replan(job, previous, scope, replan_count)
+        self.metrics.child(self.metrics.replans, response.metadata.source).inc()
+        if request.specialize:  # pending steps get an input; reported ones stay as sent
+            finished = reported_steps(request)
+            response = await self.specializer.specialize(job, response, brief_of(request), finished)
+        if not verified:
+            detail = (
+                f"the plan {previous.plan_id!r} and its parent are not in the store: its "
+                f"replans were counted as {replan_count} from the plan itself"
+            )
+            response = with_warning(response, "replan_chain_unverified", detail)
+        return response
 
     async def expand(
         self,
@@ -228,30 +230,25 @@ class PlanService:
     ) -> PlanResponse:
         """One step replaced by its sub-plan: a new version of the plan, stored."""
         records = self._records(principal)
-        deadline = records.deadline
 
         async def expanded() -> PlanResponse:
             previous, _ = await self._previous(request.previous, request.plan_id, records)
-            async with self.toolboxes.held(request, principal.id, deadline):
-                return await expansion(previous)
-
-        async def expansion(previous: PlanResponse) -> PlanResponse:
-            expander = await self.expander.prepared(request)
-            expander.check(request, previous)  # refuse a bad request before any call
-            response = await expander.expand(
-                request, previous, request_id, deadline, owner=principal.id
-            )
-            # A plan with inputs keeps them whole: the new steps get one, and the inputs
-            # that read the replaced step's output are made again (`input_replaced`).
-            if request.specialize or any(step.input is not None for step in previous.plan):
-                response = await self.specializer.specialize(
-                    response, brief_of(request), deadline, request.budget, owner=principal.id
-                )
-            return response
+            async with self._held(request, request_id, records) as job:
+                return await self._expansion(job, previous)
 
         return await self._answered(
             "expand", request, request_id, idempotency_key, records, expanded
         )
+
+    async def _expansion(self, job: Job[ExpandRequest], previous: PlanResponse) -> PlanResponse:
+        request = job.request
+        self.expander.check(job, previous)  # refuse a bad request before any call
+        response = await self.expander.expand(job, previous)
+        # A plan with inputs keeps them whole: the new steps get one, and the inputs that
+        # read the replaced step's output are made again (`input_replaced`).
+        if request.specialize or any(step.input is not None for step in previous.plan):
+            response = await self.specializer.specialize(job, response, brief_of(request))
+        return response
 
     async def specialize(
         self, body: SpecializeRequest, request_id: str, *, principal: Principal = ANONYMOUS
@@ -273,9 +270,8 @@ class PlanService:
                 code="completed_step",
             )
         brief, overruled = specialize_brief(body, stored)
-        answer = await self.specializer.one_step(
-            plan, body.step, brief, request_id, records.deadline, owner=principal.id
-        )
+        job = job_of(body, request_id, records, self.toolboxes.configured.plain)
+        answer = await self.specializer.one_step(job, plan, body.step, brief)
         if overruled:
             detail = f"the stored request's {' and '.join(overruled)} were used, not the body's"
             unread.append(PlanNote(code="stored_request_used", detail=detail))
@@ -429,6 +425,28 @@ class PlanService:
             detail = f"the plan store is unavailable ({error.detail})"
             return with_warning(response, "plan_not_stored", detail)
         return response
+
+
+def job_of(
+    request: R,
+    request_id: str,
+    records: Records,
+    toolbox: RequestToolbox,
+    cap_usd: float | None = None,
+    listener: PlanListener | None = None,
+) -> Job[R]:
+    """The job of one request: the principal's, within the request's deadline (`records`),
+    its model calls on a bill of their own with the caller's cap on dollars (`cap_usd`)."""
+    usage = Usage(records.owner.id, cap_usd)
+    return Job(
+        request,
+        request_id,
+        records.deadline,
+        toolbox,
+        usage,
+        principal=records.owner,
+        listener=listener,
+    )
 
 
 def specialize_brief(

@@ -1,11 +1,12 @@
-"""The composition root: the one place where the service's object graph is built.
+"""The composition root: the one place where the process's object graph is built.
 
-`build_service(settings)` makes every collaborator from the settings (the model client and its
-guard, the attempt loop, the rule-based planner, the strategies, the cache, the store,
-idempotency, the recorder) and hands each what it uses through its constructor. The app's
-lifespan and every command of the CLI call it, so a plan made in-process is made by the very
-objects the HTTP service uses. With tracing on, the model client's HTTP pool is instrumented,
-the model client and the attempt loop get the tracer, and the store is wrapped in spans.
+`build_runtime(settings)` makes every collaborator from the settings (the model client and its
+guard, the attempt loop, the fallback gate, the toolboxes, the strategies, the cache, the
+store, idempotency, the recorder) and hands each what it uses through its constructor. The
+app's lifespan and every command of the CLI call it, so a plan made in-process is made by the
+very objects the HTTP service uses. With tracing on, the model client's HTTP pool is
+instrumented, the model client and the fallback get the tracer, and the store is wrapped in
+spans.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
-from typing import Any, Literal
+from typing import Literal
 
 import httpx
 
 from planner_arm.clock import Clock
 from planner_arm.config import Settings
-from planner_arm.llm.client import LLMClient, build_http_client
+from planner_arm.llm.chain import CallTime, ModelChain, ModelHealth
+from planner_arm.llm.client import LLMClient, build_http_client, rehearse_model_call
 from planner_arm.llm.guarded import GuardedLLM
-from planner_arm.llm.prompts import PROMPT_VERSION, example_texts
 from planner_arm.llm.retry import RetryPolicy
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.rules.planner import RuleBasedPlanner
@@ -32,16 +33,12 @@ from planner_arm.service.records import StoreGuard
 from planner_arm.service.service import PlanService, Strategies
 from planner_arm.store.base import NO_CAPS, OwnerCaps, PlanStore
 from planner_arm.store.memory import MemoryStore
-from planner_arm.strategies.attempts import (
-    CallTime,
-    FallbackGate,
-    ModelChain,
-    ModelHealth,
-)
+from planner_arm.strategies.answering import Answers, FallbackGate
 from planner_arm.strategies.expand import Expander, SubPlanner
 from planner_arm.strategies.flat import FlatPlanner
 from planner_arm.strategies.hierarchical import HierarchicalPlanner
 from planner_arm.strategies.iterative import IterativePlanner
+from planner_arm.strategies.prompts import PROMPT_VERSION, example_texts
 from planner_arm.strategies.replan import Replanner
 from planner_arm.strategies.specialize import Specializer
 from planner_arm.strategies.toolbox import Toolboxes
@@ -49,7 +46,7 @@ from planner_arm.tracing import NO_TRACING, Tracing
 
 
 @dataclass
-class Service:
+class Runtime:
     """The built object graph of one process: what the API and the CLI use, and what its
     lifespan closes. The parts are named so a test can reach the one it exercises."""
 
@@ -68,6 +65,12 @@ class Service:
     models: ModelChain
     llm: LLMClient | None = None
     closed: bool = field(default=False, init=False)
+
+    async def warm_up(self) -> None:
+        """With a model configured, one rehearsal of the model client's whole path (no
+        network), so the first plan request is no slower than the tenth."""
+        if self.llm is not None:
+            await rehearse_model_call()
 
     def model_health(self) -> ModelHealth:
         """Each model's circuit now; empty when no model is configured."""
@@ -163,12 +166,10 @@ def _model_chain(
     metrics: PlannerMetrics,
     clock: Clock,
     rng: random.Random,
-    tracing: Tracing,
 ) -> ModelChain:
     retry = settings.retry
     return ModelChain(
         GuardedLLM(llm, settings, metrics, clock) if llm is not None else None,
-        FallbackGate(settings.fallback.enabled, metrics),
         models=settings.model.chain,
         retry=retry,
         call_time=CallTime(
@@ -180,11 +181,10 @@ def _model_chain(
         pricing=settings.pricing,
         max_tokens=settings.model.max_tokens,
         metrics=metrics,
-        tracer=tracing.tracer(),
     )
 
 
-def build_service(
+def build_runtime(
     settings: Settings,
     *,
     metrics: PlannerMetrics | None = None,
@@ -192,7 +192,7 @@ def build_service(
     clock: Clock | None = None,
     rng: random.Random | None = None,
     tracing: Tracing = NO_TRACING,
-) -> Service:
+) -> Runtime:
     """The whole object graph for `settings`. `http_client`, `clock` and `rng` are for tests:
     a client whose calls respx can see, a fake clock, a seeded source of backoff jitter.
     `tracing` is the process's tracer provider (the app starts it; none by default)."""
@@ -200,31 +200,21 @@ def build_service(
     clock = clock or Clock()
     rng = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
     llm = _llm_client(settings, http_client, tracing) if settings.llm_enabled else None
-    models = _model_chain(settings, llm, metrics, clock, rng, tracing)
+    models = _model_chain(settings, llm, metrics, clock, rng)
+    answers = Answers(models, FallbackGate(settings.fallback.enabled, metrics), tracing.tracer())
     toolboxes = Toolboxes(settings, metrics)
     configured = toolboxes.configured
-    rules, resolver = configured.rules, configured.resolver
-    rule_based, prompt = configured.rule_based, configured.system_prompt
-    # What every planner that asks the model holds (ModelPlanner's fields).
-    asks: dict[str, Any] = {
-        "models": models,
-        "rules": rules,
-        "resolver": resolver,
-        "system_prompt": prompt,
-        "toolboxes": toolboxes,
-    }
-    flat = FlatPlanner(**asks, rule_based=rule_based, example_texts=example_texts())
-    subplans = SubPlanner(**asks)
+    flat = FlatPlanner(answers=answers, example_texts=example_texts())
+    subplans = SubPlanner(answers)
     hierarchical = HierarchicalPlanner(
-        **asks,
-        rule_based=rule_based,
+        answers=answers,
         subplans=subplans,
         concurrency=settings.expansion.concurrency,
         max_plan_steps=settings.expansion.max_plan_steps,
         metrics=metrics,
     )
     specializer = Specializer(
-        models, max_concurrency=settings.specialize.max_concurrency, metrics=metrics
+        answers, max_concurrency=settings.specialize.max_concurrency, metrics=metrics
     )
     store = build_store(settings, clock)
     guard = StoreGuard(
@@ -239,13 +229,11 @@ def build_service(
         hierarchical,
         IterativePlanner(flat, settings.planning.iterative_stage_steps),
         specializer,
-        toolboxes,
     )
     # With Redis every replica answers from one cache; in memory the cache's own LRU is
     # faster than a round trip through the store's JSON records.
     shared = store.kind == "redis"
-    plans = CachingPlanner(
-        strategies,
+    cache = CachingPlanner(
         settings.cache,
         settings_fingerprint(settings),
         metrics,
@@ -253,17 +241,17 @@ def build_service(
         shared,
         owner_max_bytes=owner_caps(settings).cache_bytes,
     )
-    replanner = Replanner(**asks, rule_based=rule_based, planning=settings.planning)
+    replanner = Replanner(answers=answers, planning=settings.planning)
     expander = Expander(
         subplans,
-        rules=rules,
         max_plan_steps=settings.expansion.max_plan_steps,
         fallback_confidence=settings.fallback.confidence,
         metrics=metrics,
     )
     stats = TrafficStats()
-    service = PlanService(
-        plans=plans,
+    plans = PlanService(
+        cache=cache,
+        strategies=strategies,
         replanner=replanner,
         expander=expander,
         specializer=specializer,
@@ -275,26 +263,26 @@ def build_service(
             clock=clock,
         ),
         recorder=PlanRecorder(metrics, stats),
-        rules=rules,
-        resolver=resolver,
+        rules=configured.rules,
+        resolver=configured.resolver,
         metrics=metrics,
         clock=clock,
         timeout_seconds=settings.planning.timeout_seconds,
         toolboxes=toolboxes,
     )
-    return Service(
+    return Runtime(
         settings=settings,
         metrics=metrics,
         clock=clock,
         stats=stats,
         store=store,
         guard=guard,
-        plans=service,
+        plans=plans,
         flat=flat,
         hierarchical=hierarchical,
         replanner=replanner,
         specializer=specializer,
-        rule_based=rule_based,
+        rule_based=configured.rule_based,
         llm=llm,
         models=models,
     )

@@ -17,13 +17,12 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 
 from anyio import to_thread
 
-from planner_arm.clock import Deadline
 from planner_arm.errors import BudgetExceeded, ExpandRejected, PlanValidationError
+from planner_arm.llm.chain import ModelFailure, Question
 from planner_arm.llm.client import Completion
-from planner_arm.llm.prompts import EXPAND_PROMPT_VERSION, initial_messages, subplan_user_prompt
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
-from planner_arm.plan.budget import Spend, budget_figures, budget_problems, describe_budget
+from planner_arm.plan.budget import budget_figures, budget_problems, describe_budget
 from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.endpoint_schemas import ExpandRequest
@@ -32,7 +31,14 @@ from planner_arm.plan.replan import plan_diff
 from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
 from planner_arm.rules.planner import step_detail
-from planner_arm.strategies.attempts import ModelFailure, ModelPlanner, Question
+from planner_arm.strategies.answering import Answers
+from planner_arm.strategies.job import Job
+from planner_arm.strategies.prompts import (
+    EXPAND_PROMPT_VERSION,
+    initial_messages,
+    subplan_user_prompt,
+    with_repair,
+)
 
 # Checks a sub-plan's steps in their place (the budget of the whole plan); raises
 # PlanValidationError, which earns the model a repair prompt.
@@ -58,25 +64,27 @@ class SubPlan:
     compound: set[int] = field(default_factory=set)  # steps marked to be broken down again
 
 
-@dataclass(kw_only=True)
-class SubPlanner(ModelPlanner):
-    def rules_within(self, room: int) -> PlanRules:
-        """The plan rules with at most `room` steps (never below min_steps: callers check)."""
-        rules = self.rules
-        return replace(rules, max_steps=max(rules.min_steps, min(rules.max_steps, room)))
+def rules_within(rules: PlanRules, room: int) -> PlanRules:
+    """`rules` with at most `room` steps (never below min_steps: callers check)."""
+    return replace(rules, max_steps=max(rules.min_steps, min(rules.max_steps, room)))
+
+
+@dataclass
+class SubPlanner:
+    """Sub-plans of a job's request: one step detailed, by the model or by rule."""
+
+    answers: Answers
 
     async def ask(
         self,
-        request: PlanRequest,
+        job: Job[PlanRequest],
         task: SubPlanTask,
-        deadline: Deadline,
-        spend: Spend,
         rules: PlanRules,
         check: SubPlanCheck | None = None,
-        *,
-        owner: str,
     ) -> SubPlan | ModelFailure:
-        """The model's sub-plan, or why there is none; `owner`: whose request it is."""
+        """The model's sub-plan, or why there is none."""
+        request, box = job.request, job.toolbox
+        resolver = box.resolver
         user = subplan_user_prompt(
             request.goal,
             request.constraints,
@@ -96,13 +104,11 @@ class SubPlanner(ModelPlanner):
             return valid
 
         def read(completion: Completion) -> tuple[DraftPlan, ValidPlan]:
-            return read_plan_answer(
-                completion.content, completion.truncated, self.resolver, checked
-            )
+            return read_plan_answer(completion.content, completion.truncated, resolver, checked)
 
-        question = Question(initial_messages(self.system_prompt, user), read)
-        budget = request.budget
-        outcome = await self.models.ask(question, deadline, spend, owner=owner, budget=budget)
+        messages = initial_messages(box.system_prompt, user)
+        question = Question(messages, read, with_repair, answer_schema=box.answer_schema)
+        outcome = await self.answers.ask(job, question)
         if isinstance(outcome, ModelFailure):
             return outcome
         draft, valid = outcome.value
@@ -111,7 +117,7 @@ class SubPlanner(ModelPlanner):
 
     def rule_based(
         self,
-        request: PlanRequest,
+        job: Job[PlanRequest],
         task: SubPlanTask,
         rules: PlanRules,
         fits: Callable[[list[PlanStep]], bool] = lambda steps: True,
@@ -122,10 +128,11 @@ class SubPlanner(ModelPlanner):
         # work per criterion, the check; fewer parts to fit.
         wanted = 2 + len(task.step.acceptance_criteria)
         natural = max(rules.min_steps, min(rules.max_steps, wanted))
-        arm_ids = self.resolver.arm_ids
+        arm_ids = job.toolbox.resolver.arm_ids
+        constraints = job.request.constraints
         best: SubPlan | None = None
         for size in range(natural, rules.min_steps - 1, -1):
-            draft = step_detail(task.step, request.constraints, arm_ids=arm_ids, size=size)
+            draft = step_detail(task.step, constraints, arm_ids=arm_ids, size=size)
             best = SubPlan(draft, validate_plan(draft, rules), "fallback", None)
             if fits(best.valid.steps):
                 return best, True
@@ -147,23 +154,13 @@ def _compound(draft: DraftPlan, valid: ValidPlan) -> set[int]:
 class Expander:
     subplans: SubPlanner
     _: KW_ONLY
-    rules: PlanRules
     max_plan_steps: int
     fallback_confidence: float
     metrics: PlannerMetrics
 
-    async def prepared(self, request: ExpandRequest) -> Expander:
-        """This expander over the request's own tools, which it holds (itself when it brings
-        none)."""
-        toolboxes = self.subplans.toolboxes
-        if request.tools is None or toolboxes is None:
-            return self
-        box = toolboxes.for_request(request)
-        return replace(self, subplans=await self.subplans.prepared(request), rules=box.rules)
-
-    def check(self, request: ExpandRequest, previous: PlanResponse) -> PlanRules:
+    def check(self, job: Job[ExpandRequest], previous: PlanResponse) -> PlanRules:
         """The sub-plan's rules; raises ExpandRejected or BudgetExceeded before any model call."""
-        rules = self.rules
+        request, rules = job.request, job.toolbox.rules
         expandable_step(previous.plan, request.step, rules)
         if not previous.complete:
             # An iterative answer holds the steps that can start now; a sub-plan would add a
@@ -191,26 +188,18 @@ class Expander:
                     figures={"max_steps": budget.max_steps, "steps": others + rules.min_steps},
                 )
             room = min(room, budget.max_steps - others)
-        return self.subplans.rules_within(room)
+        return rules_within(rules, room)
 
-    async def expand(
-        self,
-        request: ExpandRequest,
-        previous: PlanResponse,
-        request_id: str,
-        deadline: Deadline,
-        *,
-        owner: str,
-    ) -> PlanResponse:
-        """`previous` with the step replaced by its sub-plan; `owner`: whose request it is."""
-        rules = self.check(request, previous)
-        spend = Spend()
-        target = expandable_step(previous.plan, request.step, self.rules)
+    async def expand(self, job: Job[ExpandRequest], previous: PlanResponse) -> PlanResponse:
+        """`previous` with the job's step replaced by its sub-plan."""
+        rules = self.check(job, previous)
+        request, plan_rules = job.request, job.toolbox.rules
+        target = expandable_step(previous.plan, request.step, plan_rules)
         before, after = surroundings(previous.plan, request.step)
         parent = leaf_id(previous.tree or [], request.step) or str(request.step)
 
         def spliced(sub: list[PlanStep]) -> list[PlanStep]:
-            return splice(previous.plan, request.step, sub, parent=parent, rules=self.rules)
+            return splice(previous.plan, request.step, sub, parent=parent, rules=plan_rules)
 
         def check(sub: list[PlanStep]) -> None:
             problems = budget_problems(spliced(sub), request.budget)
@@ -218,15 +207,14 @@ class Expander:
                 raise PlanValidationError("; ".join(problems), code="over_budget", errors=problems)
 
         task = SubPlanTask(target, before, after)
-        sub = await self.subplans.ask(request, task, deadline, spend, rules, check, owner=owner)
+        sub = await self.subplans.ask(job, task, rules, check)
         if isinstance(sub, ModelFailure):
-            with self.subplans.models.falling_back(sub, spend):
-                sub = await to_thread.run_sync(self._rule_based, request, task, rules, spliced)
+            with self.subplans.answers.falling_back(sub, job.notes):
+                sub = await to_thread.run_sync(self._rule_based, job, task, rules, spliced)
         done = sub
 
         def answer() -> PlanResponse:
-            steps = spliced(done.valid.steps)
-            return self._answer(request, previous, request_id, deadline, spend, done, steps)
+            return self._answer(job, previous, done, spliced(done.valid.steps))
 
         # Splicing into a large plan and estimating it is CPU work: off the event loop.
         expanded = await to_thread.run_sync(answer)
@@ -235,34 +223,32 @@ class Expander:
 
     def _rule_based(
         self,
-        request: ExpandRequest,
+        job: Job[ExpandRequest],
         task: SubPlanTask,
         rules: PlanRules,
         spliced: Callable[[list[PlanStep]], list[PlanStep]],
     ) -> SubPlan:
+        budget = job.request.budget
         sub, fitted = self.subplans.rule_based(
-            request, task, rules, lambda steps: not budget_problems(spliced(steps), request.budget)
+            job, task, rules, lambda steps: not budget_problems(spliced(steps), budget)
         )
         if not fitted:
             steps = spliced(sub.valid.steps)
-            assert request.budget is not None  # without a budget every sub-plan fits
+            assert budget is not None  # without a budget every sub-plan fits
             raise BudgetExceeded(
-                "no expansion fits the budget: "
-                + "; ".join(budget_problems(steps, request.budget)),
-                figures=budget_figures(steps, request.budget),
+                "no expansion fits the budget: " + "; ".join(budget_problems(steps, budget)),
+                figures=budget_figures(steps, budget),
             )
         return sub
 
     def _answer(
         self,
-        request: ExpandRequest,
+        job: Job[ExpandRequest],
         previous: PlanResponse,
-        request_id: str,
-        deadline: Deadline,
-        spend: Spend,
         sub: SubPlan,
         steps: list[PlanStep],
     ) -> PlanResponse:
+        request = job.request
         added = [step for step in steps if step.step > max(s.step for s in previous.plan)]
         rationale = (
             f"{previous.rationale} Step {request.step} detailed in steps "
@@ -281,13 +267,14 @@ class Expander:
             goal=request.goal,
             source="llm" if by_model else "fallback",
             model=sub.model,
-            spend=spend,
-            request_id=request_id,
-            latency_ms=deadline.elapsed_ms(),
+            usage=job.usage,
+            request_id=job.request_id,
+            latency_ms=job.deadline.elapsed_ms(),
             prompt_version=EXPAND_PROMPT_VERSION,
             fixed_confidence=None
             if by_model
             else min(previous.confidence, self.fallback_confidence),
+            warnings=job.warnings(),
         )
         tree = expanded_tree(previous.tree, request.step, added) if previous.tree else None
         return response.model_copy(

@@ -12,69 +12,56 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from planner_arm.clock import Deadline
+from planner_arm.llm.chain import Mendable, Question
 from planner_arm.llm.client import Completion
-from planner_arm.llm.prompts import (
-    PROMPT_VERSION,
-    examples_prompt,
-    initial_messages,
-    user_prompt,
-)
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
-from planner_arm.plan.budget import Spend, check_answer_budget, describe_budget
+from planner_arm.plan.budget import check_answer_budget, describe_budget
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quality_problems
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import ValidPlan, validate_plan
-from planner_arm.rules.planner import RuleBasedPlanner
-from planner_arm.strategies.attempts import ModelPlanner, PlanJob, Question, Sourced
+from planner_arm.strategies.answering import Answers, Sourced
+from planner_arm.strategies.job import Job
+from planner_arm.strategies.prompts import (
+    PROMPT_VERSION,
+    examples_prompt,
+    initial_messages,
+    user_prompt,
+    with_repair,
+)
 
 PlanAnswer = tuple[DraftPlan, ValidPlan]
 
 
 async def first_answer(
-    planner: ModelPlanner,
-    rule_based: RuleBasedPlanner,
-    question: Question[PlanAnswer],
-    job: PlanJob,
-    spend: Spend,
+    answers: Answers, question: Question[PlanAnswer], job: Job[PlanRequest]
 ) -> Sourced[PlanAnswer]:
     """A whole plan for `job`: the model's answer to `question`, else the rule-based plan. A
     budget that no plan fits is refused before any call."""
-    request = job.request
+    request, rule_based = job.request, job.toolbox.rule_based
     rule_based.refuse_impossible(request.budget)
-    return await planner.models.answer(
-        question,
-        lambda: rule_based.plan(request, request.budget),
-        job.deadline,
-        spend,
-        owner=job.owner,
-        budget=request.budget,
-        listener=job.listener,
-    )
+    return await answers.answer(job, question, lambda: rule_based.plan(request, request.budget))
 
 
 @dataclass(kw_only=True)
-class FlatPlanner(ModelPlanner):
-    rule_based: RuleBasedPlanner
+class FlatPlanner:
+    """The models (the fallback gate after them) and the texts of the answer's example, which
+    no plan should repeat."""
+
+    answers: Answers
     example_texts: Sequence[str]
 
-    async def plan(self, job: PlanJob) -> PlanResponse:
-        """A plan for `request`; `listener` watches the model's answers being written, and
-        names the plan (a streamed answer announced its plan_id before the plan existed)."""
-        planner = await self.prepared(job.request)
-        spend = Spend()
-        question = planner.question(job.request)
-        answer = await first_answer(planner, planner.rule_based, question, job, spend)
-        confidence = planner.rule_based.confidence
-        request = job.request
-        return respond(
-            answer, request, job.request_id, spend, job.deadline, PROMPT_VERSION, confidence
-        )
+    async def plan(self, job: Job[PlanRequest]) -> PlanResponse:
+        """A plan for the job's request; its listener watches the model's answers being
+        written."""
+        answer = await first_answer(self.answers, self.question(job), job)
+        return respond(answer, job, PROMPT_VERSION)
 
-    def question(self, request: PlanRequest) -> Question[PlanAnswer]:
+    def question(self, job: Job[PlanRequest]) -> Question[PlanAnswer]:
         """The /plan request as the model is asked it, and how its answer is read."""
-        user = examples_prompt(self.worked) + user_prompt(
+        request, box = job.request, job.toolbox
+        rules, resolver = box.rules, box.resolver
+        user = examples_prompt(box.worked) + user_prompt(
             request.goal, request.constraints, request.context, describe_budget(request.budget)
         )
 
@@ -82,8 +69,8 @@ class FlatPlanner(ModelPlanner):
             draft, valid = read_plan_answer(
                 completion.content,
                 completion.truncated,
-                self.resolver,
-                lambda draft: validate_plan(draft, self.rules),
+                resolver,
+                lambda draft: validate_plan(draft, rules),
             )
             check_answer_budget(valid.steps, request.budget)  # over budget: a repair prompt
             # A prohibition no step mentions is checked by the last step: mended here, free.
@@ -94,17 +81,18 @@ class FlatPlanner(ModelPlanner):
             return quality_problems(answer[1].steps, request.constraints, self.example_texts)
 
         # A tool plan is judged by its tools and links; the constraint checks are the agents'.
-        checks = quality if self.rules.profile == "agents" else None
+        checks = quality if rules.profile == "agents" else None
         return Question(
-            initial_messages(self.system_prompt, user),
+            initial_messages(box.system_prompt, user),
             read,
-            answer_schema=self.answer_schema,
+            with_repair,
+            answer_schema=box.answer_schema,
             quality=checks,
             noted=_noted,
         )
 
 
-def _noted(answer: PlanAnswer, problems: list[QualityProblem]) -> PlanAnswer:
+def _noted(answer: PlanAnswer, problems: Sequence[Mendable]) -> PlanAnswer:
     """A usable plan kept with its quality problems as warnings."""
     draft, valid = answer
     warnings = [*draft.warnings, *(f"{p.code}: {p.message}" for p in problems)]
@@ -112,25 +100,22 @@ def _noted(answer: PlanAnswer, problems: list[QualityProblem]) -> PlanAnswer:
 
 
 def respond(
-    answer: Sourced[PlanAnswer],
-    request: PlanRequest,
-    request_id: str,
-    spend: Spend,
-    deadline: Deadline,
-    prompt_version: str,
-    fallback_confidence: float,
+    answer: Sourced[PlanAnswer], job: Job[PlanRequest], prompt_version: str
 ) -> PlanResponse:
-    """The answer of a strategy: the plan, who wrote it, what it cost and took."""
+    """The answer of a strategy: the plan, who wrote it, what it cost and took, and what it
+    says besides; a rule-based plan has the fallback's confidence."""
     draft, valid = answer.value
+    fallback_confidence = job.toolbox.rule_based.confidence
     return assemble_response(
         draft=draft,
         valid=valid,
-        goal=request.goal,
+        goal=job.request.goal,
         source=answer.source,
         model=answer.model,
-        spend=spend,
-        request_id=request_id,
-        latency_ms=deadline.elapsed_ms(),
+        usage=job.usage,
+        request_id=job.request_id,
+        latency_ms=job.deadline.elapsed_ms(),
         prompt_version=prompt_version,
         fixed_confidence=None if answer.model is not None else fallback_confidence,
+        warnings=job.warnings(),
     )

@@ -10,17 +10,17 @@ never a step of the whole plan the stage leaves out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from planner_arm.pipeline.assembly import with_warning
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.dag import Stage, first_stage_steps, next_stage
 from planner_arm.plan.estimation import critical_path_duration, parallel_stages, total_duration
 from planner_arm.plan.replan import ReplanScope, plan_diff
-from planner_arm.plan.schemas import PlanResponse, PlanStep
+from planner_arm.plan.schemas import PlanRequest, PlanResponse, PlanStep
 from planner_arm.plan.validation import PlanRules
-from planner_arm.strategies.attempts import PlanJob, PlanListener
 from planner_arm.strategies.flat import FlatPlanner
+from planner_arm.strategies.job import Job, PlanListener
 
 NEXT_STAGE_ONLY = "next_stage_only"
 
@@ -53,9 +53,9 @@ class IterativePlanner:
     flat: FlatPlanner
     stage_steps: int
 
-    async def plan(self, job: PlanJob) -> PlanResponse:
+    async def plan(self, job: Job[PlanRequest]) -> PlanResponse:
         held = None if job.listener is None else _StageListener(job.listener)
-        whole = await self.flat.plan(replace(job, listener=held))
+        whole = await self.flat.plan(job.heard_by(held))
         stage = next_stage(whole.plan, (), self.stage_steps)
         return restaged(whole, first_stage_steps(stage.steps), stage)
 

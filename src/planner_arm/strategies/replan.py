@@ -11,82 +11,72 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from planner_arm.clock import Deadline
 from planner_arm.config import PlanningSettings
 from planner_arm.errors import BudgetExceeded, PlanValidationError
+from planner_arm.llm.chain import Question
 from planner_arm.llm.client import Completion
-from planner_arm.llm.prompts import REPLAN_PROMPT_VERSION, initial_messages, replan_user_prompt
 from planner_arm.pipeline.assembly import read_plan_answer
-from planner_arm.plan.budget import Spend, budget_figures, budget_problems, describe_budget
+from planner_arm.plan.budget import budget_figures, budget_problems, describe_budget
 from planner_arm.plan.dag import closing_stage
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.replan import ReplanScope, merge_replan, plan_diff, replan_scope
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.plan.validation import ValidPlan
-from planner_arm.rules.planner import RuleBasedPlanner
 from planner_arm.rules.replan import extended, rest_of, rule_based_replan
-from planner_arm.strategies.attempts import ModelPlanner, Question, Sourced
+from planner_arm.strategies.answering import Answers, Sourced
 from planner_arm.strategies.flat import PlanAnswer, respond
 from planner_arm.strategies.iterative import next_round
+from planner_arm.strategies.job import Job
+from planner_arm.strategies.prompts import (
+    REPLAN_PROMPT_VERSION,
+    initial_messages,
+    replan_user_prompt,
+    with_repair,
+)
 
 
 @dataclass(kw_only=True)
-class Replanner(ModelPlanner):
-    rule_based: RuleBasedPlanner
+class Replanner:
+    answers: Answers
     planning: PlanningSettings
 
     def scope(
-        self, request: ReplanRequest, previous: PlanResponse, replan_count: int | None = None
+        self, job: Job[ReplanRequest], previous: PlanResponse, replan_count: int | None = None
     ) -> ReplanScope:
-        """The request checked against `previous` (raises ReplanLimitReached, ReplanRejected);
-        the endpoint may call it first to refuse a bad request before anything else."""
+        """The request checked against `previous` (raises ReplanLimitReached, ReplanRejected):
+        the service calls it first, to refuse a bad request before anything else."""
         return replan_scope(
             previous,
-            request,
+            job.request,
             default_max_replans=self.planning.max_replans,
             replan_count=replan_count,
-            arm_ids=self.rules.arm_ids,
+            arm_ids=job.toolbox.rules.arm_ids,
         )
 
     async def replan(
         self,
-        request: ReplanRequest,
+        job: Job[ReplanRequest],
         previous: PlanResponse,
-        request_id: str,
-        deadline: Deadline,
-        *,
-        owner: str,
+        scope: ReplanScope,
         replan_count: int | None = None,
     ) -> PlanResponse:
-        """The revised plan of `previous`. `replan_count` is the server's count of replans in
-        the stored chain, when it has the chain; else the previous answer's is used."""
-        scope = self.scope(request, previous, replan_count)
-        spend = Spend()
+        """The revised plan of `previous`, within `scope` (`scope()`). `replan_count` is the
+        server's count of replans in the stored chain, when it has the chain; else the
+        previous answer's is used."""
+        request = job.request
         planning = self.planning
         if request.strategy == "iterative" and previous.version >= planning.iterative_max_rounds:
             # No model call: the round that reaches the limit plans the final check alone,
             # so an iterative plan ends whatever the model keeps proposing.
             answer: Sourced[PlanAnswer] = Sourced(self._closing(scope), None)
         else:
-            budget = request.budget
-            answer = await self.models.answer(
-                self._question(request, scope),
-                lambda: self._rule_based_revision(scope, request),
-                deadline,
-                spend,
-                owner=owner,
-                budget=budget,
+            answer = await self.answers.answer(
+                job,
+                self._question(job, scope),
+                lambda: self._rule_based_revision(job, scope),
             )
-        response = respond(
-            answer,
-            request,
-            request_id,
-            spend,
-            deadline,
-            REPLAN_PROMPT_VERSION,
-            self.rule_based.confidence,
-        )
+        response = respond(answer, job, REPLAN_PROMPT_VERSION)
         count = previous.replan_count if replan_count is None else replan_count
         revised = response.model_copy(
             update={
@@ -100,7 +90,9 @@ class Replanner(ModelPlanner):
             revised = next_round(revised, previous, scope, planning.iterative_stage_steps)
         return revised
 
-    def _question(self, request: ReplanRequest, scope: ReplanScope) -> Question[PlanAnswer]:
+    def _question(self, job: Job[ReplanRequest], scope: ReplanScope) -> Question[PlanAnswer]:
+        request, box = job.request, job.toolbox
+        rules, resolver = box.rules, box.resolver
         user = replan_user_prompt(
             request,
             scope,
@@ -113,7 +105,7 @@ class Replanner(ModelPlanner):
             PlanValidationError (over budget too) earn the model one repair prompt."""
 
             def merged(draft: DraftPlan) -> ValidPlan:
-                merge = merge_replan(scope, draft, self.rules)
+                merge = merge_replan(scope, draft, rules)
                 problems = budget_problems(merge.steps, request.budget)
                 if problems:
                     raise PlanValidationError(
@@ -121,9 +113,10 @@ class Replanner(ModelPlanner):
                     )
                 return ValidPlan(steps=merge.steps, repairs=merge.repairs)
 
-            return read_plan_answer(completion.content, completion.truncated, self.resolver, merged)
+            return read_plan_answer(completion.content, completion.truncated, resolver, merged)
 
-        return Question(initial_messages(self.system_prompt, user), read)
+        messages = initial_messages(box.system_prompt, user)
+        return Question(messages, read, with_repair, answer_schema=box.answer_schema)
 
     def _closing(self, scope: ReplanScope) -> PlanAnswer:
         finished = [scope.finished[number] for number in sorted(scope.finished)]
@@ -137,14 +130,15 @@ class Replanner(ModelPlanner):
         warning = f"iterative_round_limit: {rounds} rounds reached; only the final check is left"
         return DraftPlan([], rationale, warnings=[warning]), ValidPlan(steps=steps, repairs=[])
 
-    def _rule_based_revision(self, scope: ReplanScope, request: ReplanRequest) -> PlanAnswer:
-        budget = request.budget
-        for candidate in self._scopes_with_rest(request, scope):
+    def _rule_based_revision(self, job: Job[ReplanRequest], scope: ReplanScope) -> PlanAnswer:
+        budget = job.request.budget
+        box = job.toolbox
+        for candidate in self._scopes_with_rest(job, scope):
             try:
                 draft, merged = rule_based_replan(
                     candidate,
-                    self.rules,
-                    self.resolver,
+                    box.rules,
+                    box.resolver,
                     fits=lambda plan: budget is None or not budget_problems(plan.steps, budget),
                 )
                 break
@@ -160,7 +154,7 @@ class Replanner(ModelPlanner):
         return draft, ValidPlan(steps=merged.steps, repairs=merged.repairs)
 
     def _scopes_with_rest(
-        self, request: ReplanRequest, scope: ReplanScope
+        self, job: Job[ReplanRequest], scope: ReplanScope
     ) -> Iterator[ReplanScope]:
         """For the rule-based replan of a partial plan (an iterative answer): its scope with
         the rest of the goal's rule-based plan, then with less of it, down to the scope alone
@@ -168,6 +162,6 @@ class Replanner(ModelPlanner):
         if not scope.partial:
             yield scope
             return
-        rest = rest_of(scope, self.rule_based.whole_plan(request))
+        rest = rest_of(scope, job.toolbox.rule_based.whole_plan(job.request))
         for size in range(len(rest), -1, -1):
             yield extended(scope, rest[:size])

@@ -20,19 +20,13 @@ from collections.abc import Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
-from planner_arm.clock import Deadline
 from planner_arm.errors import PlanValidationError, RequestRejected
+from planner_arm.llm.chain import ModelAnswer, Question
 from planner_arm.llm.client import AnswerSchema, Completion
-from planner_arm.llm.prompts import (
-    Message,
-    SpecializeBrief,
-    specialize_messages,
-    specialize_repair,
-)
+from planner_arm.llm.usage import Usage
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import notes as notes_of
 from planner_arm.pipeline.parsing import extract_json
-from planner_arm.plan.budget import Spend
 from planner_arm.plan.dag import ancestors, ancestors_of_each
 from planner_arm.plan.edited import check_sent_back
 from planner_arm.plan.endpoint_schemas import SpecializeResponse
@@ -41,9 +35,11 @@ from planner_arm.plan.inputs import (
     input_model,
     input_schema,
 )
-from planner_arm.plan.schemas import Budget, EstimatedCost, PlanNote, PlanResponse, PlanStep
+from planner_arm.plan.schemas import EstimatedCost, PlanNote, PlanResponse, PlanStep
 from planner_arm.rules.inputs import rule_input
-from planner_arm.strategies.attempts import ModelAnswer, ModelChain, Question
+from planner_arm.strategies.answering import Answers
+from planner_arm.strategies.job import Job
+from planner_arm.strategies.prompts import SpecializeBrief, specialize_messages, specialize_repair
 
 InputSource = Literal["llm", "rule"]
 
@@ -72,38 +68,31 @@ class StepToFill:
         return frozenset(item.step for item in self.earlier)
 
 
-def _input_repair(
-    first: list[Message], answer: str | None, problems: list[str], usable: bool
-) -> list[Message]:
-    return specialize_repair(first, answer, problems)
-
-
 @dataclass
 class Specializer:
-    models: ModelChain
+    answers: Answers
     _: KW_ONLY
     max_concurrency: int
     metrics: PlannerMetrics
 
     async def specialize(
         self,
+        job: Job[Any],
         response: PlanResponse,
         brief: SpecializeBrief,
-        deadline: Deadline,
-        budget: Budget | None = None,
-        *,
-        owner: str,
         finished: frozenset[int] = frozenset(),
     ) -> PlanResponse:
-        """`response` with an input on every pending step, and what that took; the steps in
-        `finished` (reported done, running, failed or skipped) are left exactly as they are."""
+        """`response` (the job's answer so far) with an input on every pending step, and what
+        that took; the steps in `finished` (reported done, running, failed or skipped) are left
+        exactly as they are. The inputs' calls are a bill of their own, which starts where the
+        job's stands, so the caller's max_llm_usd bounds the whole; nobody watches them."""
         steps = response.plan
         by_id = {step.step: step for step in steps}
         earlier = ancestors_of_each(steps)
-        spend = Spend(usd=response.estimated_cost.llm_usd)
+        work = job.beside()
         slots = asyncio.Semaphore(self.max_concurrency)
         notes: list[tuple[int, PlanNote]] = []
-        started_ms = deadline.elapsed_ms()
+        started_ms = job.deadline.elapsed_ms()
 
         async def fill(step: PlanStep) -> PlanStep:
             if step.step in finished:
@@ -119,7 +108,7 @@ class Specializer:
                     notes.append((step.step, PlanNote(code="input_replaced", detail=detail)))
             target = StepToFill(step, brief, [by_id[number] for number in sorted(ids)])
             async with slots:
-                filled = await self.fill(target, deadline, spend, budget, owner=owner)
+                filled = await self.fill(work, target)
             if filled.reason is not None:
                 notes.append((step.step, _by_rule_note(step, filled)))
             return step.model_copy(update={"input": filled.input})
@@ -127,20 +116,12 @@ class Specializer:
         filled_steps = await asyncio.gather(*(fill(step) for step in steps))
         warnings = [note for _, note in sorted(notes, key=lambda item: item[0])]
         known = response.metadata.warnings
-        warnings += [note for note in notes_of(spend.warnings) if note not in known]
-        return _with_inputs(
-            response, list(filled_steps), spend, warnings, deadline.elapsed_ms() - started_ms
-        )
+        warnings += [note for note in notes_of(work.warnings()) if note not in known]
+        took_ms = job.deadline.elapsed_ms() - started_ms
+        return _with_inputs(response, list(filled_steps), work.usage, warnings, took_ms)
 
     async def one_step(
-        self,
-        plan: PlanResponse,
-        number: int,
-        brief: SpecializeBrief,
-        request_id: str,
-        deadline: Deadline,
-        *,
-        owner: str,
+        self, job: Job[Any], plan: PlanResponse, number: int, brief: SpecializeBrief
     ) -> SpecializeResponse:
         """The input of step `number` of `plan` (POST /plan/specialize); InvalidPrevious for a
         plan that is not one to work on (the check /replan and /plan/expand make; any arm),
@@ -153,7 +134,7 @@ class Specializer:
             raise RequestRejected(detail, code="unknown_step")
         ids = ancestors(plan.plan, number)
         target = StepToFill(step, brief, [by_id[item] for item in sorted(ids)])
-        filled = await self.fill(target, deadline, Spend(), owner=owner)
+        filled = await self.fill(job.quiet(), target)
         return SpecializeResponse(
             plan_id=plan.plan_id,
             step=number,
@@ -161,25 +142,16 @@ class Specializer:
             input=filled.input,
             source=filled.source,
             model=filled.model,
-            request_id=request_id,
+            request_id=job.request_id,
             warnings=[] if filled.reason is None else [_by_rule_note(step, filled)],
         )
 
-    async def fill(
-        self,
-        target: StepToFill,
-        deadline: Deadline,
-        spend: Spend,
-        budget: Budget | None = None,
-        *,
-        owner: str,
-    ) -> FilledInput:
-        """The step's input within `deadline`: the model's when it gives a valid one, else the
-        rule's; `owner`: whose request it is."""
-        if not self.models.configured:
+    async def fill(self, job: Job[Any], target: StepToFill) -> FilledInput:
+        """The step's input within the job's deadline and bill: the model's when it gives a
+        valid one, else the rule's."""
+        if not self.answers.configured:
             return self._counted(FilledInput(rule_input(target.step), "rule"))
-        question = self._question(target)
-        outcome = await self.models.ask(question, deadline, spend, owner=owner, budget=budget)
+        outcome = await self.answers.ask(job, self._question(target))
         if isinstance(outcome, ModelAnswer):
             return self._counted(FilledInput(outcome.value, "llm", outcome.model))
         # An answer that broke the schema is an invalid input, not an invalid plan.
@@ -210,7 +182,7 @@ class Specializer:
         return Question(
             specialize_messages(step.required_arm, schema, target.brief, step, target.earlier),
             read,
-            repair=_input_repair,
+            specialize_repair,
             answer_schema=AnswerSchema(f"{step.required_arm}_input", schema),
         )
 
@@ -226,7 +198,7 @@ def _by_rule_note(step: PlanStep, filled: FilledInput) -> PlanNote:
 def _with_inputs(
     response: PlanResponse,
     steps: list[PlanStep],
-    spend: Spend,
+    usage: Usage,
     warnings: list[PlanNote],
     took_ms: float,
 ) -> PlanResponse:
@@ -236,13 +208,13 @@ def _with_inputs(
         update={
             "plan": steps,
             "estimated_cost": EstimatedCost(
-                llm_usd=round(spend.usd, 8),
-                prompt_tokens=cost.prompt_tokens + spend.prompt_tokens,
-                completion_tokens=cost.completion_tokens + spend.completion_tokens,
+                llm_usd=round(usage.usd, 8),
+                prompt_tokens=cost.prompt_tokens + usage.prompt_tokens,
+                completion_tokens=cost.completion_tokens + usage.completion_tokens,
             ),
             "metadata": metadata.model_copy(
                 update={
-                    "attempts": metadata.attempts + spend.calls,
+                    "attempts": metadata.attempts + usage.calls,
                     "latency_ms": round(metadata.latency_ms + took_ms, 3),
                     "warnings": [*metadata.warnings, *warnings],
                 }

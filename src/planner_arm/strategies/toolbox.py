@@ -1,10 +1,12 @@
 """What a planner plans over: the configured arms, or the tools a request brings.
 
 A `Toolbox` is everything that depends on the set of arms: the rules (the agents or the tools
-profile), the resolver that reads arm names, the rule-based planner and the system prompt.
-`Toolboxes` builds the configured one once and one per tool set a request brings, kept by
-content (a repeated tool set costs nothing). Past `planning.tool_shortlist` tools, the prompt
-lists only the tools relevant to the request; the resolver still knows them all.
+profile), the resolver that reads arm names, the rule-based planner, the system prompt and the
+answer's schema. `Toolboxes` builds the configured one once and one per tool set a request
+brings, kept by content (a repeated tool set costs nothing). Past `planning.tool_shortlist`
+tools, the prompt lists only the tools relevant to the request; the resolver still knows them
+all. What a request plans with, its `RequestToolbox` (the prompt listing its shortlist, its
+worked examples, its answer schema), is resolved once per request (`Toolboxes.for_request`).
 
 A tool set's toolbox is light until it is used: its search index, its lexicon and its full
 prompt are each built on first use (`Lazy`), and the words of each tool are shared with every
@@ -12,7 +14,7 @@ other set that has the same tool (`ToolMemo`). Every build runs in a worker thre
 `tool_sets.max_builds` at once and `max_builds_per_principal` for one principal, an identical
 build in flight is awaited rather than repeated, and the sets kept are bounded by their
 measured bytes (`KeptToolSets`). A request holds its tool set's toolbox while it plans
-(`Toolboxes.held`), so `for_request` finds it wherever the request goes.
+(`Toolboxes.held`), and its job what it plans with (`Toolboxes.for_request`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from planner_arm.clock import Deadline
 from planner_arm.config import ArmSpec, PlanningSettings, Settings, WorkedExample
 from planner_arm.errors import ToolSetsBusy
 from planner_arm.llm.client import AnswerSchema
-from planner_arm.llm.prompts import system_prompt, tools_json_schema, tools_system_prompt
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanRequest
@@ -40,6 +41,12 @@ from planner_arm.plan.validation import PlanRules, profile_of
 from planner_arm.plan.weighed import BuildLane, Lazy, SharedWork, ToolMemo, deep_size
 from planner_arm.rules.planner import RuleBasedPlanner
 from planner_arm.strategies.kept_tool_sets import KeptToolSets
+from planner_arm.strategies.prompts import (
+    plan_json_schema,
+    system_prompt,
+    tools_json_schema,
+    tools_system_prompt,
+)
 
 # What a caller that found every build slot of its own taken is told to wait before a retry.
 BUSY_RETRY_SECONDS = 1.0
@@ -120,12 +127,58 @@ class Toolbox:
             return self.system_prompt
         return tools_system_prompt(listed, self.rules.min_steps, self.rules.max_steps)
 
-    def answer_schema(self, listed: tuple[ArmSpec, ...]) -> AnswerSchema | None:
-        """A tool plan's answer schema, its tools those listed; None for the agents' plans
-        (the client's own plan schema applies)."""
+    def answer_schema(self, listed: tuple[ArmSpec, ...]) -> AnswerSchema:
+        """The answer's schema: a tool plan's, its tools those listed; else a plan's."""
         if self.resolver.index is None:
-            return None
+            return self.plain.answer_schema
         return AnswerSchema("tool_plan", tools_json_schema([arm.id for arm in listed]))
+
+    @functools.cached_property
+    def plain(self) -> RequestToolbox:
+        """The toolbox as every request uses it when it lists every arm and shows no worked
+        example (the agents' plans): built once."""
+        schema = AnswerSchema("plan", plan_json_schema(self.resolver.arm_ids))
+        return RequestToolbox(self, (), schema)
+
+    def resolved(self, request: PlanRequest) -> RequestToolbox:
+        """What `request` plans with: the prompt listing the arms relevant to it, the worked
+        examples most like it, the answer's schema. CPU work that grows with a tool set."""
+        if self.resolver.index is None:
+            return self.plain
+        listed = self.listed(request)
+        worked = tuple(self.examples_for(request))
+        # Every arm listed: the prompt built once for the set, when it is first used.
+        prompt = None if listed == self.arms else self.prompt_for(listed)
+        return RequestToolbox(self, worked, self.answer_schema(listed), prompt)
+
+
+@dataclass(frozen=True)
+class RequestToolbox:
+    """A toolbox as one request uses it: its rules, resolver and rule-based planner, the
+    system prompt listing the arms relevant to the request, the worked examples shown with
+    it, and the answer's schema."""
+
+    box: Toolbox
+    worked: tuple[WorkedExample, ...]
+    answer_schema: AnswerSchema
+    # The prompt listing the request's shortlist; None when it lists every arm.
+    listed_prompt: str | None = None
+
+    @property
+    def system_prompt(self) -> str:
+        return self.listed_prompt if self.listed_prompt is not None else self.box.system_prompt
+
+    @property
+    def rules(self) -> PlanRules:
+        return self.box.rules
+
+    @property
+    def resolver(self) -> ArmResolver:
+        return self.box.resolver
+
+    @property
+    def rule_based(self) -> RuleBasedPlanner:
+        return self.box.rule_based
 
 
 def build_toolbox(
@@ -257,16 +310,13 @@ class Toolboxes:
             metrics.tool_sets_kept.set_function(lambda: len(kept))
             metrics.tool_sets_kept_bytes.set_function(lambda: kept.bytes)
 
-    def for_request(self, request: PlanRequest) -> Toolbox:
-        """The configured toolbox, or that of the request's tool set, which the request
-        holds (`held`): a lookup, never a build."""
-        if request.tool_set is None:
-            return self.configured
-        key, _ = request.tool_set
-        box = self.kept.get(key)
-        if box is None:
-            raise LookupError("a request's tool set is used before it is held")
-        return box
+    async def for_request(self, request: PlanRequest, box: Toolbox) -> RequestToolbox:
+        """What `request` plans with from `box`, the toolbox it holds (`held`), resolved once
+        for its job: for a tool set, in the lane of tool-set work, since choosing a shortlist
+        and worked examples grows with the set."""
+        if box.resolver.index is None:
+            return box.plain
+        return await to_thread.run_sync(self.shared.lane.run, box.resolved, request)
 
     @asynccontextmanager
     async def held(

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from planner_arm.config import load_settings
-from planner_arm.llm.prompts import (
+from planner_arm.strategies.prompts import (
     MAX_QUOTED_ANSWER_CHARS,
     example_texts,
     initial_messages,
@@ -32,7 +32,7 @@ def test_system_prompt_lists_arms_rules_and_shape() -> None:
     # The shape is real JSON, and its step texts are placeholders a plan cannot reuse: a small
     # model copies example content into unrelated goals.
     shape = json.loads(text.splitlines()[-1])
-    schema = plan_json_schema(settings.arm_ids, settings.planning)
+    schema = plan_json_schema(settings.arm_ids)
     step_fields = set(schema["properties"]["plan"]["items"]["required"])
     assert all(set(step) == step_fields for step in shape["plan"])
     texts = example_texts()
@@ -131,7 +131,7 @@ def test_repair_conversation_keeps_the_original_request() -> None:
 
 def test_json_schema_names_the_configured_arms() -> None:
     settings = load_settings()
-    schema = plan_json_schema(settings.arm_ids, settings.planning)
+    schema = plan_json_schema(settings.arm_ids)
     step = schema["properties"]["plan"]["items"]
     assert step["properties"]["required_arm"]["enum"] == settings.arm_ids
     assert "acceptance_criteria" in step["required"]

@@ -1,5 +1,6 @@
-"""Every message sent to a model: the plan's system rules, the caller's request as data, the
-replan, the phases and sub-plans of deeper plans, a step's input, and the repair prompts.
+"""Every message a strategy sends to a model: the plan's system rules, the caller's request as
+data, the replan, the phases and sub-plans of deeper plans, a step's input, the repair
+prompts; and the JSON schemas of the answers (a plan's, a tool plan's).
 
 Everything the caller sent (goal, constraints, context, step outputs and errors, a reason)
 travels as one JSON-encoded object, so no text of theirs can pass for our instructions: JSON
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner_arm.config import ArmSpec, PlanningSettings, WorkedExample
+from planner_arm.llm.client import Message
 from planner_arm.plan.replan import ReplanScope
 from planner_arm.plan.schemas import PlanRequest, PlanStep
 
@@ -25,8 +27,6 @@ PROMPT_VERSION = "2026-11-23.2"
 
 # Longest previous answer quoted back in a repair prompt; a runaway answer is cut.
 MAX_QUOTED_ANSWER_CHARS = 6_000
-
-Message = dict[str, str]
 
 # The answer's shape, shown with placeholders: a small model copies whatever example content it
 # is shown into unrelated goals (a login handler turned up in "deploy a REST API"), so the
@@ -66,7 +66,7 @@ def example_texts() -> list[str]:
     ]
 
 
-def plan_json_schema(arm_ids: Sequence[str], planning: PlanningSettings) -> dict[str, Any]:
+def plan_json_schema(arm_ids: Sequence[str]) -> dict[str, Any]:
     """The answer's JSON schema, for servers that accept `response_format: json_schema`."""
     step = {
         "type": "object",
@@ -274,10 +274,10 @@ def with_repair(
     messages: list[Message],
     previous_answer: str | None,
     errors: Sequence[str],
-    *,
     usable: bool = False,
 ) -> list[Message]:
-    """The conversation so far, the model's answer, and the repair request."""
+    """The conversation so far, the model's answer, and the repair request: a plan's repair
+    writer (`Question.repair`)."""
     return [
         *messages[:2],
         {"role": "assistant", "content": (previous_answer or "")[:MAX_QUOTED_ANSWER_CHARS]},
@@ -501,9 +501,13 @@ def specialize_messages(
 
 
 def specialize_repair(
-    messages: list[Message], previous_answer: str | None, errors: Sequence[str]
+    messages: list[Message],
+    previous_answer: str | None,
+    errors: Sequence[str],
+    usable: bool = False,
 ) -> list[Message]:
-    """The conversation, the model's answer, and what was wrong with it."""
+    """The conversation, the model's answer, and what was wrong with it: a step input's
+    repair writer (`Question.repair`); an input has no problems short of breaking a rule."""
     answer = (previous_answer or "").strip() or "(an empty answer)"
     problems = "\n".join(f"- {error}" for error in errors)
     return [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner_arm.strategies.attempts import CallTime
+from planner_arm.llm.chain import CallTime
 
 CALL_TIME = CallTime(call_timeout=30.0, next_model_reserve=3.0, fallback_reserve=0.1)
 
