@@ -5,15 +5,20 @@
 Serves one flat POST /plan in process (the app with its lifespan, a model answered by an
 in-memory transport with a valid plan, so the model path runs end to end) under
 `sys.setprofile`, and prints every `planner_arm` module whose code ran, in the order first
-entered, then the number of modules and the number of switches between folders (`api`,
-`planning`, `pipeline`, `llm`, `store`, `plan`, `rules`, and the top-level modules as `-`).
-Start-up and shutdown are outside the count: only the request is profiled.
+entered, then the number of modules, the number of switches between folders (`api`,
+`service`, `strategies`, `pipeline`, `llm`, `store`, `plan`, `rules`, and the top-level
+modules as `-`), and how many times each folder was entered. Only calls count: a coroutine
+that resumes after an await (the profiler reports it as a call too, for every frame of the
+chain that waited) enters nothing anew. Start-up and shutdown are outside the count: only the
+request is profiled.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import dis
 import itertools
 import json
 import sys
@@ -82,11 +87,24 @@ def _completion(request: httpx.Request) -> httpx.Response:
     )
 
 
+RESUME = dis.opmap.get("RESUME")
+
+
+def resumed(frame: FrameType) -> bool:
+    """Whether a "call" event is a coroutine (or generator) going on after an await: its
+    frame stands at a RESUME that is not the one a function starts with (oparg 0)."""
+    code, at = frame.f_code.co_code, frame.f_lasti
+    return (
+        RESUME is not None and 0 <= at < len(code) - 1 and code[at] == RESUME and code[at + 1] != 0
+    )
+
+
 class PathRecorder:
     """The package modules entered by calls, in order, while it is installed."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[int, str]] = []  # (thread, module), in call order
+        self.resumptions = 0
         self.active = False
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
@@ -94,7 +112,10 @@ class PathRecorder:
             return
         module = frame.f_globals.get("__name__", "")
         if module == PACKAGE or module.startswith(PACKAGE + "."):
-            self.calls.append((threading.get_ident(), module))
+            if resumed(frame):
+                self.resumptions += 1
+            else:
+                self.calls.append((threading.get_ident(), module))
 
 
 def folder(module: str) -> str:
@@ -106,20 +127,24 @@ def switches(folders: list[str]) -> int:
     return sum(1 for before, after in itertools.pairwise(folders) if before != after)
 
 
-def summary(calls: list[tuple[int, str]]) -> tuple[list[str], int, int]:
+def summary(calls: list[tuple[int, str]]) -> tuple[list[str], int, int, dict[str, int]]:
     """The modules in order of first entry; the switches between folders along each thread's
-    calls (the event loop's, and the worker threads' that take the CPU work); and the same
-    without the top-level modules every folder uses (the clock, metrics, errors)."""
+    calls (the event loop's, and the worker threads' that take the CPU work); the same
+    without the top-level modules every folder uses (the clock, metrics, errors); and how many
+    times each folder was entered along them."""
     modules = list(dict.fromkeys(module for _, module in calls))
     every = inner = 0
+    entered: collections.Counter[str] = collections.Counter()
     for thread in dict.fromkeys(thread for thread, _ in calls):
         folders = [folder(module) for ident, module in calls if ident == thread]
         every += switches(folders)
-        inner += switches([name for name in folders if name != "-"])
-    return modules, every, inner
+        runs = [name for name, _ in itertools.groupby(n for n in folders if n != "-")]
+        inner += len(runs) - 1 if runs else 0
+        entered.update(runs)
+    return modules, every, inner, dict(entered)
 
 
-async def one_request(stream: bool, with_model: bool) -> list[tuple[int, str]]:
+async def one_request(stream: bool, with_model: bool) -> PathRecorder:
     overrides: dict[str, Any] = {"cache": {"enabled": False}}
     if with_model:
         overrides["model"] = {"base_url": "http://model.invalid/v1"}
@@ -155,7 +180,7 @@ async def one_request(stream: bool, with_model: bool) -> list[tuple[int, str]]:
             response.raise_for_status()
     threading.setprofile(None)
     await model_client.aclose()
-    return recorder.calls
+    return recorder
 
 
 def main() -> None:
@@ -165,16 +190,19 @@ def main() -> None:
     )
     parser.add_argument("--no-model", action="store_true", help="no model: the rule-based plan")
     args = parser.parse_args()
-    calls = asyncio.run(one_request(args.stream, not args.no_model))
-    modules, every_switch, folder_switches = summary(calls)
+    recorder = asyncio.run(one_request(args.stream, not args.no_model))
+    modules, every_switch, folder_switches, entered = summary(recorder.calls)
     for module in modules:
         print(f"  {module}")
     kind = "streamed" if args.stream else "flat"
     source = "rule-based" if args.no_model else "model"
+    folders = ", ".join(f"{name} {count}" for name, count in sorted(entered.items()))
     print(
         f"one {kind} POST ({source} plan): {len(modules)} modules; "
         f"{folder_switches} switches between folders "
-        f"({every_switch} counting calls into the top-level modules)"
+        f"({every_switch} counting calls into the top-level modules); "
+        f"folders entered: {folders} ({recorder.resumptions} resumptions after an await "
+        "not counted)"
     )
 
 

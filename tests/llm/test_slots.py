@@ -13,8 +13,7 @@ import respx
 
 from planner_arm.clock import Deadline
 from planner_arm.llm.client import LLMClient
-from planner_arm.llm.guarded import CallSkipped, GuardedLLM
-from planner_arm.llm.slots import FairSlots
+from planner_arm.llm.guarded import CallSkipped, FairSlots, GuardedLLM
 from planner_arm.llm.usage import Usage
 from planner_arm.metrics import PlannerMetrics
 from support.app import FakeClock, answer, good_plan, make_settings

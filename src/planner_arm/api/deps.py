@@ -55,12 +55,20 @@ class State(TypedDict):
     readiness: Readiness
 
 
-def get_state(request: Request) -> State:
+# The dependencies are coroutines: FastAPI runs a plain function in a worker thread, a hop
+# per request that costs more than the function itself.
+
+
+async def get_state(request: Request) -> State:
     return State(runtime=request.state.runtime, readiness=request.state.readiness)
 
 
-def get_readiness(request: Request) -> Readiness:
+async def get_readiness(request: Request) -> Readiness:
     """The app's readiness: there before the lifespan runs and after it ends."""
+    return readiness_of(request)
+
+
+def readiness_of(request: Request) -> Readiness:
     readiness: Readiness = request.app.state.readiness
     return readiness
 
@@ -77,12 +85,17 @@ class Caller:
     transport: Literal["http", "stdio"] = "http"
 
 
-def planning_caller(request: Request) -> Caller:
+async def planning_caller(request: Request) -> Caller:
     """The caller, once its key, our readiness and its request rate are checked.
 
     One dependency rather than several: FastAPI's dependency solving is a measurable part of
     a request's own cost (benchmarks/load.py)."""
-    readiness = get_readiness(request)
+    return admitted(request)
+
+
+def admitted(request: Request) -> Caller:
+    """`planning_caller`'s check, for /mcp too."""
+    readiness = readiness_of(request)
     principal = readiness.keys.principal_for(request)
     if readiness.state == "stopping":
         # Requests already admitted finish; a new one might outlast the drain and be cut off,
@@ -117,6 +130,21 @@ class JSONBodyRoute(APIRoute):
             return await handle(request)
 
         return handle_json
+
+
+StreamFormat = Literal["sse", "ndjson"]
+SSE_TYPE = "text/event-stream"
+NDJSON_TYPE = "application/x-ndjson"
+
+
+def stream_format(request: Request) -> StreamFormat | None:
+    """The stream the caller asked for in Accept, or None for the JSON answer."""
+    accept = request.headers.get("accept", "").lower()
+    if SSE_TYPE in accept:
+        return "sse"
+    if NDJSON_TYPE in accept:
+        return "ndjson"
+    return None
 
 
 _PRINTABLE = re.compile(r"[\x20-\x7e]+")

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from planner_arm.api.auth import is_loopback
-from planner_arm.api.deps import planning_caller
+from planner_arm.api.deps import admitted
 from planner_arm.config import ServerSettings
 from planner_arm.errors import HostNotAllowed, NotReady, OriginNotAllowed, RequestRejected
 from planner_arm.service.wiring import Runtime
@@ -172,5 +172,5 @@ class MCPEndpoint:
             raise refusal(detail)
         # A wrong key, a draining service or a caller over its rate: the one error body.
         # What the MCP handlers read as the caller (`planner_arm.api.mcp_server.tool_call`).
-        request.state.caller = planning_caller(request)
+        request.state.caller = admitted(request)
         await sessions.manager.handle_request(scope, receive, send)

@@ -21,11 +21,12 @@ from planner_arm.api.deps import (
     ReadinessDep,
     StateDep,
     idempotency_key,
+    stream_format,
 )
 from planner_arm.api.middleware import request_id_for
 from planner_arm.api.openapi import responses as docs
 from planner_arm.api.plan_page import plan_page_response, wants_html
-from planner_arm.api.streaming import stream_format, streamed_plan
+from planner_arm.api.streaming import streamed_plan
 from planner_arm.config import Settings
 from planner_arm.errors import NotReady
 from planner_arm.metrics import PROMETHEUS_CONTENT_TYPE

@@ -11,31 +11,18 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Literal
 
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
 
+from planner_arm.api.deps import NDJSON_TYPE, SSE_TYPE, StreamFormat
 from planner_arm.api.errors import planner_error_response
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.service.stream import ERROR, PING, PlanStream, StreamEvent
 
-StreamFormat = Literal["sse", "ndjson"]
-SSE_TYPE = "text/event-stream"
-NDJSON_TYPE = "application/x-ndjson"
 # Proxies close a connection idle for a minute or so; a comment line keeps it open.
 PING_SECONDS = 15.0
 _HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
-def stream_format(request: Request) -> StreamFormat | None:
-    """The stream the caller asked for in Accept, or None for the JSON answer."""
-    accept = request.headers.get("accept", "").lower()
-    if SSE_TYPE in accept:
-        return "sse"
-    if NDJSON_TYPE in accept:
-        return "ndjson"
-    return None
 
 
 def _frame(kind: StreamFormat, request: Request, event: StreamEvent) -> bytes:

@@ -302,8 +302,7 @@ class _Run(Generic[T]):
                 if step is _Turn.RETRY:
                     continue
                 return None if isinstance(step, _Turn) else step
-            # Reading a large answer (a merge onto a large plan) is CPU work: off the loop.
-            verdict = await to_thread.run_sync(self._read, model, outcome)
+            verdict = await self._read(model, outcome)
             if isinstance(verdict, ModelAnswer):
                 return verdict
             if repairs_left <= 0:
@@ -384,14 +383,15 @@ class _Run(Generic[T]):
             return self.settle(ModelFailure(reason, self.failure.detail, []))
         return _Turn.RETRY
 
-    def _read(self, model: str, completion: Completion) -> ModelAnswer[T] | _SendBack:
+    async def _read(self, model: str, completion: Completion) -> ModelAnswer[T] | _SendBack:
         """The answer when it is usable and clean, else what to send back."""
         question, chain = self.question, self.chain
         chain.log.debug(
             "llm_answer", model=model, content=completion.content, finish=completion.finish_reason
         )
         try:
-            answer = ModelAnswer(model, question.read(completion))
+            # Reading a large answer (a merge onto a large plan) is CPU work: off the loop.
+            answer = ModelAnswer(model, await to_thread.run_sync(question.read, completion))
         except (PlanParseError, AnswerInvalid) as problem:
             errors = list(getattr(problem, "errors", None) or [problem.detail])
             chain.metrics.parse_failures.labels(problem.code).inc()
@@ -399,6 +399,7 @@ class _Run(Generic[T]):
             # The problems go in `errors` alone, so a 502 lists each of them once.
             self.failure = ModelFailure("invalid_plan", f"{model}: {problem.code}", errors)
             return _SendBack(errors, usable=False)
+        # What only the model can mend is judged on the loop: a few words of each step.
         problems = question.quality(answer.value) if question.quality is not None else []
         if not problems:
             return answer

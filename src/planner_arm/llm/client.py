@@ -29,7 +29,7 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
@@ -158,10 +158,11 @@ class Completion:
     latency_seconds: float
     # The model the server says answered (a provider may name a dated version of the one asked).
     response_model: str | None = None
+    # Cut off at the token limit. A field, set once: the reader in a worker thread reads it.
+    truncated: bool = field(init=False)
 
-    @property
-    def truncated(self) -> bool:
-        return self.finish_reason == "length"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "truncated", self.finish_reason == "length")
 
 
 @dataclass(frozen=True)

@@ -66,12 +66,26 @@ def as_asked(data: Any, arms: ArmResolver) -> DraftPlan | None:
     """
     if not _top_as_asked(data):
         return None
+    rows = data["plan"]
+    if not all(_step_as_asked(row) for row in rows):
+        return None
+    # Every step's arm in one call, then the steps: the answer is read in one pass each.
+    choices = arms.resolve_all([(row["required_arm"], row["action"]) for row in rows])
     steps = []
-    for row in data["plan"]:
-        step = _step_as_asked(row, arms)
-        if step is None:
-            return None
-        steps.append(step)
+    for row, arm in zip(rows, choices, strict=True):
+        if arm.repair is not None or arm.arm != row["required_arm"]:
+            return None  # not one of our arm ids as it stands
+        steps.append(
+            DraftStep(
+                action=row["action"],
+                required_arm=arm.arm,
+                acceptance_criteria=list(row["acceptance_criteria"]),
+                depends_on=list(row["depends_on"]),
+                step=row["step"],
+                estimated_cost_tier=row["estimated_cost_tier"],
+                estimated_duration_seconds=row["estimated_duration_seconds"],
+            )
+        )
     return DraftPlan(
         steps=steps,
         rationale=data["rationale"].strip(),
@@ -90,23 +104,9 @@ def _top_as_asked(data: Any) -> bool:
     return _is_score(data["confidence"]) and _is_score(data["complexity_score"])
 
 
-def _step_as_asked(row: Any, arms: ArmResolver) -> DraftStep | None:
-    """The step when it has the asked fields, each already clean, and names an arm id."""
-    if type(row) is not dict or row.keys() != _ASKED_STEP or not _step_values_clean(row):
-        return None
-    action = row["action"]
-    arm = arms.resolve(row["required_arm"], action)
-    if arm.repair is not None or arm.arm != row["required_arm"]:
-        return None  # not one of our arm ids as it stands
-    return DraftStep(
-        action=action,
-        required_arm=arm.arm,
-        acceptance_criteria=list(row["acceptance_criteria"]),
-        depends_on=list(row["depends_on"]),
-        step=row["step"],
-        estimated_cost_tier=row["estimated_cost_tier"],
-        estimated_duration_seconds=row["estimated_duration_seconds"],
-    )
+def _step_as_asked(row: Any) -> bool:
+    """Whether the step has the asked fields, each already clean (its arm is checked after)."""
+    return type(row) is dict and row.keys() == _ASKED_STEP and _step_values_clean(row)
 
 
 def _step_values_clean(row: dict[str, Any]) -> bool:

@@ -119,6 +119,10 @@ class ArmResolver:
             return ArmChoice(text, repair("arm_normalised", note) if note else None)
         return self._named(text) or self._unknown(text, action, criteria)
 
+    def resolve_all(self, asked: Sequence[tuple[str | None, str]]) -> list[ArmChoice]:
+        """`resolve` for every step of an answer at once: (required_arm, action) each."""
+        return [self.resolve(given, action) for given, action in asked]
+
     def _named(self, text: str) -> ArmChoice | None:
         """The arm a name means when it is one written differently, or an alias."""
         key = text.lower()

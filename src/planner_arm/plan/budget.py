@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from planner_arm.config import PlanningSettings
 from planner_arm.errors import BudgetExceeded, PlanValidationError
 from planner_arm.plan.estimation import critical_path_duration
 from planner_arm.plan.schemas import Budget, PlanStep
@@ -60,15 +59,16 @@ def describe_budget(budget: Budget | None) -> str:
     return ("Budget: " + "; ".join(rules) + ".") if rules else ""
 
 
-def refuse_impossible_budget(budget: Budget | None, planning: PlanningSettings) -> None:
-    """BudgetExceeded when the budget allows fewer steps than any valid plan has: asking a
-    model for it would only spend calls on answers that cannot be used."""
-    if budget is None or budget.max_steps is None or budget.max_steps >= planning.min_steps:
+def refuse_impossible_budget(budget: Budget | None, min_steps: int) -> None:
+    """BudgetExceeded when the budget allows fewer steps than any valid plan has (`min_steps`,
+    the plan rules'): asking a model for it would only spend calls on answers that cannot be
+    used."""
+    if budget is None or budget.max_steps is None or budget.max_steps >= min_steps:
         return
     raise BudgetExceeded(
         f"no plan fits the budget: it allows {budget.max_steps} steps, and the smallest plan "
-        f"allowed has {planning.min_steps}",
-        figures={"max_steps": budget.max_steps, "steps": planning.min_steps},
+        f"allowed has {min_steps}",
+        figures={"max_steps": budget.max_steps, "steps": min_steps},
     )
 
 

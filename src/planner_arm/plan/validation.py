@@ -73,6 +73,8 @@ class PlanRules:
     resources: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(
         default_factory=dict, compare=False
     )
+    # agents: the built-in agents' rules (a final check); tools: a plan of tool calls.
+    profile: Profile = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_steps <= self.max_steps:
@@ -81,11 +83,8 @@ class PlanRules:
             )
         if self.require_validation_step and JUDGE_ARM not in self.arm_ids:
             raise ValueError(f"require_validation_step needs the arm {JUDGE_ARM!r}")
-
-    @property
-    def profile(self) -> Profile:
-        """agents: the built-in agents' rules (a final check); tools: a plan of tool calls."""
-        return "agents" if self.require_validation_step else "tools"
+        profile: Profile = "agents" if self.require_validation_step else "tools"
+        object.__setattr__(self, "profile", profile)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> PlanRules:

@@ -27,7 +27,7 @@ from planner_arm.config import PlanningSettings, WorkedExample
 from planner_arm.errors import BudgetExceeded
 from planner_arm.plan import arms
 from planner_arm.plan.arms import ArmResolver, typical_cost_tier, typical_duration_seconds
-from planner_arm.plan.budget import budget_figures, budget_problems, refuse_impossible_budget
+from planner_arm.plan.budget import budget_figures, budget_problems
 from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan, DraftStep
 from planner_arm.plan.schemas import Budget, PlanRequest, PlanStep
@@ -383,9 +383,6 @@ class RuleBasedPlanner:
         if self.resolver.index is None:
             return None
         return ToolPlanner.over(self.resolver, self.examples)
-
-    def refuse_impossible(self, budget: Budget | None) -> None:
-        refuse_impossible_budget(budget, self.planning)
 
     def plan(self, request: PlanRequest, budget: Budget | None) -> tuple[DraftPlan, ValidPlan]:
         """The rule-based plan of `request` that fits `budget` (BudgetExceeded when none)."""

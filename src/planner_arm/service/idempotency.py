@@ -99,7 +99,7 @@ class Idempotency:
     async def run(
         self,
         kind: str,
-        key: str | None,
+        key: str,
         request: BaseModel,
         work: Work,
         request_id: str,
@@ -107,8 +107,6 @@ class Idempotency:
     ) -> PlanResponse:
         """`work()`'s answer, or the answer already given to this key and body (the same plan
         and plan_id, under this request's id, as its header and log lines have it)."""
-        if key is None:
-            return await work()
         fingerprint = body_fingerprint(kind, request)
         try:
             outcome = await records.claim(key, fingerprint, self.lease)

@@ -315,12 +315,14 @@ class PlanService:
         records: Records,
         work: Callable[[], Awaitable[PlanResponse]],
     ) -> PlanResponse:
-        """`work()`'s answer, recorded and stored, once per idempotency key."""
+        """`work()`'s answer, recorded and stored, once per idempotency key (when it has one)."""
 
         async def run() -> PlanResponse:
             response = await self._recorded(request, records.deadline, work)
             return await self._stored(response, request, records)
 
+        if idempotency_key is None:
+            return await run()
         return await self.idempotency.run(kind, idempotency_key, request, run, request_id, records)
 
     async def _recorded(

@@ -9,13 +9,18 @@ that no plan fits is `BudgetExceeded`. An answer over budget earns a repair prom
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from planner_arm.llm.chain import Mendable, Question
 from planner_arm.llm.client import Completion
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
-from planner_arm.plan.budget import check_answer_budget, describe_budget
+from planner_arm.plan.budget import (
+    check_answer_budget,
+    describe_budget,
+    refuse_impossible_budget,
+)
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quality_problems
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
@@ -39,7 +44,7 @@ async def first_answer(
     """A whole plan for `job`: the model's answer to `question`, else the rule-based plan. A
     budget that no plan fits is refused before any call."""
     request, rule_based = job.request, job.toolbox.rule_based
-    rule_based.refuse_impossible(request.budget)
+    refuse_impossible_budget(request.budget, job.toolbox.rules.min_steps)
     return await answers.answer(job, question, lambda: rule_based.plan(request, request.budget))
 
 
@@ -70,7 +75,7 @@ class FlatPlanner:
                 completion.content,
                 completion.truncated,
                 resolver,
-                lambda draft: validate_plan(draft, rules),
+                functools.partial(validate_plan, rules=rules),
             )
             check_answer_budget(valid.steps, request.budget)  # over budget: a repair prompt
             # A prohibition no step mentions is checked by the last step: mended here, free.

@@ -138,7 +138,7 @@ class Toolbox:
         """The toolbox as every request uses it when it lists every arm and shows no worked
         example (the agents' plans): built once."""
         schema = AnswerSchema("plan", plan_json_schema(self.resolver.arm_ids))
-        return RequestToolbox(self, (), schema)
+        return RequestToolbox(self, (), schema, self.system_prompt)
 
     def resolved(self, request: PlanRequest) -> RequestToolbox:
         """What `request` plans with: the prompt listing the arms relevant to it, the worked
@@ -161,7 +161,7 @@ class RequestToolbox:
     box: Toolbox
     worked: tuple[WorkedExample, ...]
     answer_schema: AnswerSchema
-    # The prompt listing the request's shortlist; None when it lists every arm.
+    # The system prompt as this request has it; None: the toolbox's own, built when first used.
     listed_prompt: str | None = None
 
     @property
