@@ -20,11 +20,11 @@ from pathlib import Path
 
 from planner_arm.api.middleware import json_nesting_over
 from planner_arm.config import load_settings
+from planner_arm.llm.usage import Usage
 from planner_arm.pipeline.assembly import assemble_response
 from planner_arm.pipeline.normalise import normalise_plan
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.budget import Spend
 from planner_arm.plan.edited import sent_back_problems
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.validation import PlanRules, validate_plan
@@ -114,7 +114,7 @@ def main() -> None:
                 goal="g",
                 source="llm",
                 model="m",
-                spend=Spend(),
+                usage=Usage(),
                 request_id="r",
                 latency_ms=0.0,
                 prompt_version="p",

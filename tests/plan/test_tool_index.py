@@ -34,3 +34,36 @@ def test_the_index_is_built_on_first_use() -> None:
     assert not index.retriever.built
     index.ranked(GOALS[0])
     assert index.retriever.built
+
+
+def test_the_bm25_library_is_loaded_only_when_an_index_is_needed() -> None:
+    """Plans over the configured arms (no worked examples) never load the BM25 library or
+    numpy under it; the first request that brings its own tools does."""
+    import json
+    import subprocess
+    import sys
+
+    script = """
+import asyncio, json, sys
+sys.path.insert(0, "tests")
+from support.factories import make_service
+from support.tool_sets import tool_request
+from planner_arm.plan.schemas import PlanRequest
+
+def loaded():
+    return [name in sys.modules for name in ("bm25s", "numpy")]
+
+async def main():
+    runtime = make_service(llm=False)
+    plain = await runtime.plans.plan(PlanRequest(goal="Fix the login bug"), "r1", use_cache=False)
+    before = loaded()
+    tools = await runtime.plans.plan(tool_request("own", 8), "r2", use_cache=False)
+    print(json.dumps([len(plain.plan) > 0, before, len(tools.plan) > 0, loaded()]))
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [True, [False, False], True, [True, True]]

@@ -306,3 +306,20 @@ async def test_a_plan_weighs_its_utf8_bytes_in_the_cache(fake_clock: FakeClock) 
     cache = PlanCache(ttl=300, max_entries=10, clock=fake_clock.as_clock(), max_bytes=1 << 20)
     cache.keep("owner", "k", response)
     assert cache.held_bytes("owner") == len(text.encode()) > len(text)
+
+
+async def test_the_cache_keeps_its_bytes_right_past_its_count_so_it_never_fails(
+    fake_clock: FakeClock,
+) -> None:
+    """One caller's plans past the count bound push out its oldest; the bytes the cache counts
+    stay those of the plans it holds, so filling it past its byte bound later drops the oldest
+    too, rather than failing every request from then on (an error answered to all)."""
+    service = make_service(fake_clock, llm=False)
+    planned = await service.plans.plan(PlanRequest(**GOAL), "r-1", use_cache=False)
+    one = len(planned.model_dump_json().encode())
+    cache = PlanCache(ttl=300, max_entries=4, clock=fake_clock.as_clock(), max_bytes=10 * one)
+    for number in range(40):
+        cache.keep("owner", f"k{number}", planned)
+        assert cache.bytes == cache.held_bytes("owner") == len(cache) * one
+    assert len(cache) == 4
+    assert cache.get("owner", "k39") is not None

@@ -1,6 +1,9 @@
 """Finding the right tools and examples: BM25 over tool names, descriptions and the requests of
 worked examples (the shortlist of a large tool set, the rule-based tool planner, an unknown
 tool name mapped to the closest one, the examples shown to the model).
+
+The BM25 library (and numpy under it) is imported when an index is first built or searched: a
+service that plans over its configured arms alone, with no worked examples, never loads it.
 """
 
 from __future__ import annotations
@@ -10,17 +13,25 @@ import functools
 import logging
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any
-
-import bm25s  # type: ignore[import-untyped]
+from typing import TYPE_CHECKING, Any
 
 from planner_arm.limits import ArmSpec, WorkedExample
 from planner_arm.plan.lexicon import stem
 from planner_arm.plan.tools import name_words, request_pieces
 from planner_arm.plan.weighed import Lazy, SharedWork, ToolMemo, content_key
 
+if TYPE_CHECKING:
+    import bm25s  # type: ignore[import-untyped]
+
 # The library says at debug level how it builds each index: not the service's business.
 logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+
+def _bm25() -> Any:
+    """The BM25 library, imported on first use."""
+    import bm25s
+
+    return bm25s
 
 
 def _squashed(name: str) -> str:
@@ -115,7 +126,7 @@ class ExampleIndex:
     def _retriever(self) -> bm25s.BM25 | None:
         if not self.examples:
             return None
-        retriever = bm25s.BM25()
+        retriever = _bm25().BM25()
         retriever.index(
             _tokens([example.request for example in self.examples]), show_progress=False
         )
@@ -169,7 +180,7 @@ def _retriever(
     documents = [
         " ".join([name_words(spec.id), spec.description, *notes.get(spec.id, ())]) for spec in specs
     ]
-    retriever = bm25s.BM25()
+    retriever = _bm25().BM25()
     retriever.index(_document_tokens(documents, memo), show_progress=False)
     # Only `retrieve` reads this set of every token id; scoring goes through `get_scores`.
     retriever.unique_token_ids_set = None
@@ -201,6 +212,6 @@ def _stems(words: list[str]) -> list[str]:
 def _tokens(texts: list[str], ids: bool = True) -> Any:
     """Lower-cased words without English stopwords, each reduced to its stem ("movies" and
     "movie" agree)."""
-    return bm25s.tokenize(
+    return _bm25().tokenize(
         texts, stopwords="en", stemmer=_stems, return_ids=ids, show_progress=False
     )

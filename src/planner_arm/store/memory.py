@@ -180,7 +180,11 @@ class FairShareMap(Generic[V]):
                 on_remove=self._removed,
             )
             self._owners[owner] = values
-        self.bytes += values.put(key, value, ttl)
+        # Two statements: `put` may push out the owner's oldest, whose weight `_removed` takes
+        # off `self.bytes` meanwhile; `self.bytes += values.put(...)` would read the total
+        # before that and write the stale sum back.
+        weight = values.put(key, value, ttl)
+        self.bytes += weight
         self.entries += 1
         self._trim(owner)
 
