@@ -21,7 +21,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from enum import Enum
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import structlog
 from anyio import to_thread
@@ -40,6 +40,9 @@ T = TypeVar("T")
 
 # A call with less time than this left cannot finish; the rule-based answer comes instead.
 MIN_CALL_SECONDS = 0.05
+# The longest answer a light question's reader takes on the event loop (about a millisecond
+# of parsing); a longer one is read in a worker thread like any other.
+LIGHT_ANSWER_CHARS = 16_000
 # Why an answer came from the rules when no model is configured, in the answer's warning.
 NO_MODEL_DETAIL = "no model is configured (set OPENAI_API_KEY or OPENAI_BASE_URL to use one)"
 
@@ -58,8 +61,10 @@ class ModelFailure:
 NO_MODEL = ModelFailure("llm_disabled", NO_MODEL_DETAIL, [])
 
 
-@dataclass(frozen=True)
-class ModelAnswer(Generic[T]):
+class ModelAnswer(NamedTuple, Generic[T]):
+    """A model's usable answer: who wrote it, and what its text was read as. A tuple, built
+    once per answer."""
+
     model: str
     value: T
 
@@ -88,12 +93,17 @@ class Question(Generic[T]):
     `quality` names what only the model can mend in a usable answer: it earns one repair
     prompt, and whatever ends the loop after it, the answer is kept with `noted` (its problems
     as warnings) rather than lost to the fallback. `answer_schema` is the answer's JSON
-    schema, sent where the model takes one (`model.response_format: json_schema`)."""
+    schema, sent where the model takes one (`model.response_format: json_schema`). `light`:
+    reading an answer takes about a millisecond whatever came before (a plan of a few steps,
+    a step's input), so a short one is read on the event loop, where a hop to a worker thread
+    and back would cost more than the read; else (a revision merged onto a plan of any size)
+    every answer is read in a worker thread."""
 
     messages: list[Message]
     read: AnswerReader[T]
     repair: RepairWriter
     answer_schema: AnswerSchema | None = None
+    light: bool = False
     quality: Callable[[T], Sequence[Mendable]] | None = None
     noted: Callable[[T, Sequence[Mendable]], T] | None = None
 
@@ -390,8 +400,11 @@ class _Run(Generic[T]):
             "llm_answer", model=model, content=completion.content, finish=completion.finish_reason
         )
         try:
-            # Reading a large answer (a merge onto a large plan) is CPU work: off the loop.
-            answer = ModelAnswer(model, await to_thread.run_sync(question.read, completion))
+            if question.light and len(completion.content or "") <= LIGHT_ANSWER_CHARS:
+                value = question.read(completion)
+            else:  # reading a large answer (a merge onto a large plan) is CPU work: off the loop
+                value = await to_thread.run_sync(question.read, completion)
+            answer = ModelAnswer(model, value)
         except (PlanParseError, AnswerInvalid) as problem:
             errors = list(getattr(problem, "errors", None) or [problem.detail])
             chain.metrics.parse_failures.labels(problem.code).inc()

@@ -107,7 +107,11 @@ class SubPlanner:
             return read_plan_answer(completion.content, completion.truncated, resolver, checked)
 
         messages = initial_messages(box.system_prompt, user)
-        question = Question(messages, read, with_repair, answer_schema=box.answer_schema)
+        # Checked in its place (spliced into the plan, which may be large): read off the loop.
+        light = check is None
+        question = Question(
+            messages, read, with_repair, answer_schema=box.answer_schema, light=light
+        )
         outcome = await self.answers.ask(job, question)
         if isinstance(outcome, ModelFailure):
             return outcome

@@ -92,6 +92,7 @@ class FlatPlanner:
             read,
             with_repair,
             answer_schema=box.answer_schema,
+            light=True,
             quality=checks,
             noted=_noted,
         )

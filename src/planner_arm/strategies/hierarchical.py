@@ -81,7 +81,7 @@ class HierarchicalPlanner:
             return read_plan_answer(completion.content, completion.truncated, resolver, checked)
 
         messages = initial_messages(box.system_prompt, user)
-        return Question(messages, read, with_repair, answer_schema=box.answer_schema)
+        return Question(messages, read, with_repair, answer_schema=box.answer_schema, light=True)
 
     def _fit(self, top: list[Node], request: PlanRequest, notes: Notes) -> None:
         """Fold the last expansions back into single steps until the plan fits the budget

@@ -184,6 +184,7 @@ class Specializer:
             read,
             specialize_repair,
             answer_schema=AnswerSchema(f"{step.required_arm}_input", schema),
+            light=True,
         )
 
     def _counted(self, filled: FilledInput) -> FilledInput:
