@@ -13,8 +13,9 @@ Streamed (`stream=True`), the text deltas go to a sink as they arrive and the se
 the usage in its last chunk when it can; the deltas are joined into the same `Completion` a
 plain call returns, so the planner reads the answer the same way either way.
 
-Each call is one span (`chat <model>`) with the OpenTelemetry GenAI attributes: the model
-asked and the one that answered, the tokens, the finish reason, or the error's code.
+With tracing on, each call is one span (`chat <model>`) with the OpenTelemetry GenAI
+attributes: the model asked and the one that answered, the tokens, the finish reason, or the
+error's code. With it off, no span is made at all.
 
 At start-up one rehearsal runs the SDK's whole request and response path, plain and streamed,
 against an in-process transport (no network, no model, nothing counted): the SDK's parsers and
@@ -251,7 +252,8 @@ class LLMClient:
         tracer: trace.Tracer | None = None,
     ) -> None:
         self._settings = settings
-        self._tracer = tracer or trace.NoOpTracer()
+        # None when tracing is off: no span is made, nor its attributes.
+        self._tracer = tracer
         self._key = settings.api_key.get_secret_value() if settings.api_key else None
         self._http = http_client or build_http_client(settings)
         self._client = openai.AsyncOpenAI(
@@ -308,6 +310,10 @@ class LLMClient:
         With a `sink`, the answer is streamed and each piece of text goes to the sink as it
         arrives; a server that refuses streaming is asked again without it (remembered), and
         the sink gets the whole text at once."""
+        if self._tracer is None:
+            return await self._complete(
+                model, messages, timeout=timeout, sink=sink, answer_schema=answer_schema
+            )
         attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": "openai",

@@ -32,10 +32,10 @@ import structlog
 
 from planner_arm.circuit import Circuit, CircuitState, StateListener
 from planner_arm.clock import Clock, Deadline
-from planner_arm.config import CircuitSettings, Settings
+from planner_arm.config import CircuitSettings, Price, Settings
 from planner_arm.errors import LLMError, LLMRateLimited, LLMRejected, LLMTransientError
 from planner_arm.llm.client import AnswerSchema, AnswerSink, Completion, LLMClient, Message
-from planner_arm.llm.usage import NO_PRICE, USAGE_NOT_REPORTED, Usage, llm_cost_usd
+from planner_arm.llm.usage import NO_PRICE, USAGE_NOT_REPORTED, Usage, cost_usd, price_for
 from planner_arm.metrics import PlannerMetrics
 
 
@@ -239,6 +239,7 @@ class GuardedLLM:
         # A timeout counts against the model only when the call had all of this: a call
         # the request's deadline left less time is cut off by the caller, not failed.
         self._own_budget = settings.model.call_timeout_seconds
+        self._prices: dict[str, Price | None] = {}
         self._cuts = DeadlineCuts(
             settings.circuit.window_seconds, clock, principals=settings.auth.enabled
         )
@@ -361,10 +362,14 @@ class GuardedLLM:
         except ValueError:
             return False
 
+    def _price(self, model: str) -> Price | None:
+        """The model's price, looked up once per model of the chain."""
+        if model not in self._prices:
+            self._prices[model] = price_for(model, self._settings.pricing)
+        return self._prices[model]
+
     def _account(self, model: str, completion: Completion, usage: Usage) -> None:
-        usd = llm_cost_usd(
-            model, completion.prompt_tokens, completion.completion_tokens, self._settings.pricing
-        )
+        usd = cost_usd(self._price(model), completion.prompt_tokens, completion.completion_tokens)
         usage.prompt_tokens += completion.prompt_tokens
         usage.completion_tokens += completion.completion_tokens
         usage.usd += usd

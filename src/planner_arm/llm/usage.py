@@ -83,7 +83,11 @@ def llm_cost_usd(
     model: str, prompt_tokens: int, completion_tokens: int, pricing: Mapping[str, Price]
 ) -> float:
     """USD for one call from the per-million prices; 0.0 for an unpriced model."""
-    price = price_for(model, pricing)
+    return cost_usd(price_for(model, pricing), prompt_tokens, completion_tokens)
+
+
+def cost_usd(price: Price | None, prompt_tokens: int, completion_tokens: int) -> float:
+    """USD for one call at `price` (per million tokens); 0.0 without a price."""
     if price is None:
         return 0.0
     cost = (

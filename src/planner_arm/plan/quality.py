@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from planner_arm.plan.lexicon import STOPWORDS, stem, word_set, words
 from planner_arm.plan.schemas import PlanStep
@@ -64,11 +65,9 @@ def checked_prohibitions(
     steps: list[PlanStep], constraints: Sequence[str]
 ) -> tuple[list[PlanStep], list[str]]:
     """`steps` whose last step checks every prohibition no step mentions, and the repairs."""
-    missing = [
-        text
-        for text in constraints
-        if is_prohibition(text) and not _addressed(steps, content_stems(text))
-    ]
+    prohibitions = [text for text in constraints if is_prohibition(text)]
+    stems = step_stems(steps) if prohibitions else []
+    missing = [text for text in prohibitions if not _addressed(stems, content_stems(text))]
     if not missing or not steps:
         return steps, []
     last = steps[-1]
@@ -94,12 +93,17 @@ def content_stems(text: str) -> frozenset[str]:
     )
 
 
-def _addressed(steps: Sequence[PlanStep], wanted: frozenset[str]) -> bool:
-    """Does some step's action or criteria hold enough of `wanted`? (Nothing wanted: yes.)"""
-    texts = (content_stems(" ".join([step.action, *step.acceptance_criteria])) for step in steps)
+def step_stems(steps: Sequence[PlanStep]) -> list[frozenset[str]]:
+    """Each step's content words (its action and criteria), read once for every constraint."""
+    return [content_stems(" ".join([step.action, *step.acceptance_criteria])) for step in steps]
+
+
+def _addressed(stems: Sequence[frozenset[str]], wanted: frozenset[str]) -> bool:
+    """Does some step's action or criteria (`step_stems`) hold enough of `wanted`? (Nothing
+    wanted: yes.)"""
     return (
         not wanted
-        or max((len(wanted & text) for text in texts), default=0) >= len(wanted) * _SHARE_NEEDED
+        or max((len(wanted & text) for text in stems), default=0) >= len(wanted) * _SHARE_NEEDED
     )
 
 
@@ -116,8 +120,9 @@ def _quoted(constraint: str) -> str:
 
 def _unaddressed(steps: Sequence[PlanStep], constraints: Sequence[str]) -> list[QualityProblem]:
     problems = []
+    stems = step_stems(steps) if constraints else []
     for constraint in constraints:
-        if not _addressed(steps, content_stems(constraint)):
+        if not _addressed(stems, content_stems(constraint)):
             message = (
                 "no step or acceptance criterion addresses the constraint "
                 f"{_quoted(constraint)}: add the step it needs, or a criterion that checks it"
@@ -130,8 +135,14 @@ def _fold(text: str) -> str:
     return " ".join(words(text))
 
 
+@lru_cache(maxsize=8)
+def _folded(texts: tuple[str, ...]) -> frozenset[str]:
+    """The example's texts as compared (the same few for every plan: folded once)."""
+    return frozenset(_fold(text) for text in texts) - {""}
+
+
 def _copied(steps: Sequence[PlanStep], example_texts: Iterable[str]) -> list[QualityProblem]:
-    example = {_fold(text) for text in example_texts} - {""}
+    example = _folded(tuple(example_texts))
     problems = []
     for step in steps:
         copied = [

@@ -157,7 +157,7 @@ def _llm_client(
     if tracing.enabled:
         http_client = http_client or build_http_client(settings)
         tracing.instrument_client(http_client)
-    return LLMClient(settings, http_client, tracing.tracer())
+    return LLMClient(settings, http_client, tracing.tracer() if tracing.enabled else None)
 
 
 def _model_chain(
