@@ -126,3 +126,32 @@ async def test_openapi_names_the_html_answer() -> None:
     content = spec["paths"]["/plan/{plan_id}"]["get"]["responses"]["200"]["content"]
     assert set(content) == {"application/json", "text/html"}
     assert "/PlanResponse" in content["application/json"]["schema"]["$ref"]
+
+
+@pytest.mark.parametrize("accept", [None, "application/json", BROWSER_ACCEPT])
+async def test_head_answers_the_headers_of_get_and_no_body(accept: str | None) -> None:
+    headers = {"Accept": accept} if accept else {}
+    async with running_app(make_settings(llm=False)) as client:
+        body = (await client.post("/plan", json=GOAL)).json()
+        got = await client.get(f"/plan/{body['plan_id']}", headers=headers)
+        head = await client.head(f"/plan/{body['plan_id']}", headers=headers)
+    assert head.status_code == 200
+    assert head.content == b""
+    assert int(head.headers["content-length"]) == len(got.content)
+
+    def without_request_id(response: Any) -> dict[str, str]:
+        return {k: v for k, v in response.headers.items() if k != "x-request-id"}
+
+    assert without_request_id(head) == without_request_id(got)
+
+
+async def test_head_of_an_unknown_plan_or_without_the_key_is_refused_like_get() -> None:
+    settings = make_settings(llm=False, auth={"api_keys": ["k-0123456789abcdef"]})
+    async with running_app(settings) as client:
+        key = {"X-API-Key": "k-0123456789abcdef"}
+        body = (await client.post("/plan", json=GOAL, headers=key)).json()
+        unknown = await client.head("/plan/nope", headers=key)
+        keyless = await client.head(f"/plan/{body['plan_id']}")
+    assert (unknown.status_code, unknown.headers["content-type"]) == (404, "application/json")
+    assert keyless.status_code == 401
+    assert keyless.headers["www-authenticate"].startswith("Bearer")
