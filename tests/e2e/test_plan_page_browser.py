@@ -10,17 +10,14 @@ The `show` command draws the same stored plan from the service in the terminal.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 from typer.testing import CliRunner
 
 from planner_arm.cli import cli
@@ -34,27 +31,6 @@ LAPTOP = {"width": 1366, "height": 768}
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 ARMS = ["retriever", "coder", "executor", "coder"]
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
-
-
-def chromium_path() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        message = "chromium is not installed (apt-get install chromium)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    executable = chromium_path()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def a_step(number: int, action: str, deps: list[int], arm: str) -> dict[str, Any]:
