@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from planner_arm.cli import cli
+from planner_arm.plan.drawing import mermaid_title
 from support.stub_model import PLAN
 
 runner = CliRunner()
@@ -74,6 +76,23 @@ def test_show_draws_each_step_in_its_stage_with_the_critical_path(tmp_path: Path
     assert "warning llm_unavailable: the model did not answer" in out
 
 
+def test_show_prints_the_goal_and_constraints_above_the_drawing(tmp_path: Path) -> None:
+    body = answer(
+        goal="Fix the [bold]login[/bold] bug", constraints=["No schema change", "Be quick"]
+    )
+    result = runner.invoke(cli, ["show", "--file", plan_file(tmp_path, body)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[:4] == [
+        "goal: Fix the [bold]login[/bold] bug",
+        "constraint: No schema change",
+        "constraint: Be quick",
+        "plan p-123 · version 1 · flat · source rule-based",
+    ]
+    # An answer from before answers carried the goal: the drawing alone, as before.
+    result = runner.invoke(cli, ["show", "--file", plan_file(tmp_path, answer())], env=WIDE)
+    assert result.output.splitlines()[0].startswith("plan p-123 ")
+
+
 def test_show_prints_caller_text_as_it_is(tmp_path: Path) -> None:
     body = answer()
     body["plan"][0]["action"] = "Read [bold]docs[/bold] and [/red] notes"
@@ -88,7 +107,7 @@ ESCAPES = "\x1b[31mred\x1b[0m \x1b[2J\x1b]0;owned\x07 \x9b1m \u202eevil\u202c a\
 
 
 def hostile_answer() -> dict[str, Any]:
-    body = answer(plan_id=f"p-{ESCAPES}")
+    body = answer(plan_id=f"p-{ESCAPES}", goal=f"Fix {ESCAPES}", constraints=[f"Keep {ESCAPES}"])
     body["plan"][1]["action"] = f"Patch it {ESCAPES}"
     body["plan"][2]["required_arm"] = f"coder{ESCAPES}"
     body["metadata"]["model"] = f"model {ESCAPES}"
@@ -119,7 +138,9 @@ def test_show_prints_no_control_sequence_from_the_plan(tmp_path: Path) -> None:
         "\\u202eevil\\u202c a b c d"
     )
     assert "warning llm_unavailable: said \\u001b[31mred" in result.output
-    assert lines[0].startswith("plan p-\\u001b[31mred")
+    assert lines[0].startswith("goal: Fix \\u001b[31mred\\u001b[0m \\u001b[2J")
+    assert lines[1].startswith("constraint: Keep \\u001b[31mred")
+    assert lines[2].startswith("plan p-\\u001b[31mred")
 
 
 def test_show_mermaid_prints_no_control_sequence_directive_or_comment(tmp_path: Path) -> None:
@@ -131,6 +152,8 @@ def test_show_mermaid_prints_no_control_sequence_directive_or_comment(tmp_path: 
     assert acts_on_a_terminal(result.stdout) == []
     assert "%" not in result.stdout
     lines = result.stdout.splitlines()
+    assert lines[:2] == ["---", f"title: {mermaid_title(body['goal'])}"]
+    assert yaml.safe_load(lines[1])["title"].startswith("Fix \\u001b[31mred")
     nodes = [int(m.group(1)) for line in lines if (m := NODE.match(line))]
     edges = sorted((int(m.group(1)), int(m.group(2))) for line in lines if (m := EDGE.match(line)))
     assert nodes == [1, 2, 3, 4]
@@ -185,3 +208,39 @@ def test_show_refuses_a_file_that_is_not_a_plan_answer(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["show", "--file", plan_file(tmp_path, {"plan": []})])
     assert result.exit_code == 1
     assert "cannot show" in result.output
+
+
+CLI_DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+
+
+def documented_drawings() -> tuple[str, str]:
+    """docs/cli.md's `show` examples: the terminal drawing (its command line dropped) and the
+    Mermaid text of the same plan."""
+    text = CLI_DOC.read_text(encoding="utf-8")
+    section = text[text.index("## Drawing a plan: `show`") :]
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```$", section, re.S | re.M)
+    terminal, mermaid = [body for language, body in blocks if not language][:2]
+    command, _, drawing = terminal.partition("\n")
+    assert command == "$ .venv/bin/planner-arm show --file plan.json"
+    return drawing, mermaid
+
+
+def test_the_documented_drawings_are_what_show_prints(tmp_path: Path) -> None:
+    # The doc's commands: plan with no model key, then show the answer at 100 columns.
+    args = ["plan", "Deploy the billing service to staging", "-c", "No downtime", "--json"]
+    made = runner.invoke(cli, args)
+    assert made.exit_code == 0, made.output
+    body = json.loads(made.stdout)
+    path = plan_file(tmp_path, body)
+    drawn = runner.invoke(cli, ["show", "--file", path], env={"COLUMNS": "100"})
+    charted = runner.invoke(cli, ["show", "--file", path, "--mermaid"])
+    assert drawn.exit_code == charted.exit_code == 0, drawn.output + charted.output
+    drawing, mermaid = documented_drawings()
+    documented_id = re.search(r"^plan (\w+) ·", drawing, re.M)[1]  # type: ignore[index]
+    printed = drawn.stdout.replace(body["plan_id"], documented_id)
+
+    def lines(text: str) -> list[str]:
+        return [line.rstrip() for line in text.splitlines()]
+
+    assert lines(printed) == lines(drawing)
+    assert charted.stdout == mermaid

@@ -418,10 +418,15 @@ def _show_tree(response: PlanResponse) -> Tree:
 
 
 def show_plan(response: PlanResponse) -> None:
-    """The plan in the terminal: the tree by stage, then its estimates and warnings."""
+    """The plan in the terminal: what it is for (goal, constraints), the tree by stage, then
+    its estimates and warnings."""
     from planner_arm.plan.estimation import critical_path
 
     out = Console()
+    if response.goal is not None:
+        out.print(shown(f"goal: {response.goal}", style="bold"), highlight=False)
+    for constraint in response.constraints:
+        out.print(shown(f"constraint: {constraint}"), highlight=False)
     out.print(_show_tree(response))
     path = " → ".join(map(str, critical_path(response.plan))) or "-"
     cost = response.estimated_cost
@@ -471,7 +476,7 @@ def show(
         if mermaid:
             from planner_arm.plan.drawing import mermaid_flowchart
 
-            typer.echo(mermaid_flowchart(response.plan), nl=False)
+            typer.echo(mermaid_flowchart(response.plan, response.goal), nl=False)
         else:
             show_plan(response)
     except planning_errors() as exc:

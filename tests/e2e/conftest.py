@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from playwright.sync_api import Browser
 
+from support.browser import chromium
 from support.service import Serve, fault_services
 from support.stub_model import StubLLM
 
@@ -16,3 +18,11 @@ def serve(stub: StubLLM) -> Iterator[Serve]:
     (support.service.fault_services), warmed up; stopped after the test."""
     with fault_services(stub) as start:
         yield start
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """The system's headless Chromium, with none of its own network traffic
+    (support.browser)."""
+    with chromium() as launched:
+        yield launched

@@ -1,7 +1,9 @@
 """The plan's HTML page in a real browser (the system's headless Chromium, driven by
-Playwright) against the real service process: what a person sees of a 3-step and a 40-step
-plan. Every step's action readable inside its box, one arrow per dependency, no two boxes
-overlapping, no console error, no request to another host, no wider than a laptop screen.
+Playwright) against the real service process: what a person sees of a 3-step, a 40-step and a
+hierarchical plan. The goal as the heading and the title, the constraints under it, every
+step's action readable inside its box, one arrow per dependency, no two boxes overlapping,
+each phase's frame around its steps, no console error, no request to another host, no wider
+than a laptop screen.
 
 A screenshot of each page is kept in tests/artifacts/ (not committed); its path is printed.
 The `show` command draws the same stored plan from the service in the terminal.
@@ -10,20 +12,18 @@ The `show` command draws the same stored plan from the service in the terminal.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 from typer.testing import CliRunner
 
 from planner_arm.cli import cli
+from support.browser import offline
 from support.service import Serve
 from support.stub_model import Reply, StubLLM
 
@@ -34,27 +34,6 @@ LAPTOP = {"width": 1366, "height": 768}
 BROWSER_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 ARMS = ["retriever", "coder", "executor", "coder"]
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'"><script>document.title="pwned"</script>'
-
-
-def chromium_path() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        message = "chromium is not installed (apt-get install chromium)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    executable = chromium_path()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def a_step(number: int, action: str, deps: list[int], arm: str) -> dict[str, Any]:
@@ -99,14 +78,18 @@ def forty_steps() -> dict[str, Any]:
     return {"plan": steps, "rationale": "Survey, migrate in parallel, check.", "confidence": 0.7}
 
 
-def stored(url: str, stub: StubLLM, plan: dict[str, Any], goal: str) -> dict[str, Any]:
-    stub.script(Reply(content=json.dumps(plan)))
+def stored(url: str, stub: StubLLM, plan: dict[str, Any] | None, **request: Any) -> dict[str, Any]:
+    """The answer of POST /plan with `request`, the model answering `plan` (every call the
+    stub's default 4-step plan when None)."""
+    if plan is not None:
+        stub.script(Reply(content=json.dumps(plan)))
     with httpx.Client(base_url=url, timeout=10) as client:
-        response = client.post("/plan", json={"goal": goal})
+        response = client.post("/plan", json=request)
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     assert body["metadata"]["source"] == "llm", body["metadata"]
-    assert len(body["plan"]) == len(plan["plan"])
+    if plan is not None:
+        assert len(body["plan"]) == len(plan["plan"])
     return body
 
 
@@ -136,7 +119,14 @@ def look_at(browser: Browser, url: str, body: dict[str, Any], name: str) -> None
 
 def see_the_plan(page: Page, body: dict[str, Any]) -> None:
     steps = body["plan"]
-    assert page.title() == f"Plan {body['plan_id']}"  # no injected script ran
+    # What the plan is for, as the request said it: no markup of it ran or was drawn.
+    goal = " ".join(body["goal"].split())
+    assert page.title() == (goal if len(goal) <= 80 else goal[:79].rstrip() + "…")
+    heading = page.locator("h1#goal")
+    assert heading.is_visible()
+    assert heading.inner_text() == goal
+    shown = [item.inner_text() for item in page.locator("#constraints li").all()]
+    assert shown == body["constraints"]
     boxes = {}
     for step in steps:
         group = page.locator(f"#step-{step['step']}")
@@ -174,8 +164,9 @@ def see_the_plan(page: Page, body: dict[str, Any]) -> None:
 
 def test_a_person_sees_each_plan_whole(serve: Serve, stub: StubLLM, browser: Browser) -> None:
     url = serve(MAX_PLAN_STEPS="50")
-    small = stored(url, stub, three_steps(), "Fix the login expiry bug")
-    large = stored(url, stub, forty_steps(), "Migrate the service to the new framework")
+    goal = f"Fix the login expiry bug {HOSTILE}"
+    small = stored(url, stub, three_steps(), goal=goal, constraints=["No <b>schema</b> change"])
+    large = stored(url, stub, forty_steps(), goal="Migrate the service to the new framework")
     look_at(browser, url, small, "3-steps")
     look_at(browser, url, large, "40-steps")
     # The markup reached the page as the model wrote it, and was shown as text there.
@@ -188,3 +179,74 @@ def test_a_person_sees_each_plan_whole(serve: Serve, stub: StubLLM, browser: Bro
     for step in large["plan"]:
         assert step["action"] in result.output
     assert result.output.count("★") == len(re.findall(r"→", result.output)) + 2
+
+
+def phase_frames(page: Page) -> dict[str, tuple[dict[str, float], list[int]]]:
+    """Each phase's frame as the browser lays it out, with the steps it says it holds."""
+    frames = {}
+    for group in page.locator("svg g.phase").all():
+        box = group.locator("rect").bounding_box()
+        assert box is not None
+        numbers = [int(n) for n in (group.get_attribute("data-steps") or "").split()]
+        frames[group.get_attribute("data-phase") or ""] = (box, numbers)
+    return frames
+
+
+def test_a_person_sees_each_phase_around_its_steps(
+    serve: Serve, stub: StubLLM, browser: Browser
+) -> None:
+    url = serve(MAX_PLAN_STEPS="50")
+    # The stub answers every call with its 4-step plan: 4 phases, the middle two at once,
+    # the first three each detailed into 4 steps, the last (the final check) left one step.
+    body = stored(
+        url,
+        stub,
+        None,
+        goal="Fix authentication bug & add tests <em>today</em>",
+        constraints=["Don't modify the database schema", "Keep <i>every</i> test green"],
+        strategy="hierarchical",
+    )
+    assert [node["id"] for node in body["tree"]] == ["1", "2", "3", "4"]
+    page = browser.new_page(viewport=LAPTOP, extra_http_headers={"Accept": BROWSER_ACCEPT})
+    refused = offline(page, url)
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    try:
+        answer = page.goto(f"{url}/plan/{body['plan_id']}")
+        assert answer is not None
+        assert answer.status == 200
+        see_the_plan(page, body)
+        frames = phase_frames(page)
+        assert list(frames) == ["1", "2", "3", "4"]
+        held = sorted(n for _, numbers in frames.values() for n in numbers)
+        assert held == [step["step"] for step in body["plan"]]
+        for phase, (frame, numbers) in frames.items():
+            for number in numbers:
+                step = page.locator(f"#step-{number}")
+                assert step.get_attribute("data-phase") == phase
+                box = step.locator("rect").bounding_box()
+                assert box is not None
+                assert (
+                    frame["x"] <= box["x"] <= box["x"] + box["width"] <= frame["x"] + frame["width"]
+                )
+                assert (
+                    frame["y"]
+                    <= box["y"]
+                    <= box["y"] + box["height"]
+                    <= frame["y"] + frame["height"]
+                )
+            label = page.locator(f"#phase-{phase} text.phase-label")
+            assert label.is_visible()
+            assert (label.text_content() or "").startswith(f"phase {phase} · ")
+        placed = [frame for frame, _ in frames.values()]
+        for i, a in enumerate(placed):
+            for b in placed[i + 1 :]:
+                assert a["y"] + a["height"] <= b["y"], "each phase below the one before"
+        shot = ARTIFACTS / "plan-page-hierarchical.png"
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(shot), full_page=True)
+        print(f"screenshot of the hierarchical plan: {shot}")
+    finally:
+        page.close()
+    assert problems == []
+    assert refused == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,8 @@ from planner_arm.plan.drawing import (
     LINE_HEIGHT,
     MAX_ACTION_LINES,
     PADDING,
+    PHASE_CHARS,
+    PlanLayout,
     action_lines,
     mermaid_flowchart,
     mermaid_text,
@@ -21,7 +24,8 @@ from planner_arm.plan.drawing import (
     shown_text,
 )
 from planner_arm.plan.estimation import critical_path, critical_path_duration
-from planner_arm.plan.schemas import PlanStep
+from planner_arm.plan.hierarchy import Node, flatten
+from planner_arm.plan.schemas import PlanStep, PlanTreeNode
 
 LAPTOP_WIDTH = 1280
 
@@ -138,6 +142,117 @@ def test_no_two_boxes_overlap_and_every_dependency_has_its_arrow(steps: list[Pla
     assert layout.width <= LAPTOP_WIDTH
 
 
+def hierarchical(phases: list[tuple[list[int], int]]) -> tuple[list[PlanStep], list[PlanTreeNode]]:
+    """A plan made as the hierarchical strategy makes one: phase k waits for the phases listed
+    with it and holds a chain of `size` sub-steps (a phase of size 0 stays a single step)."""
+    level = []
+    for number, (deps, size) in enumerate(phases, 1):
+        children = [Node(step(n, *([n - 1] if n > 1 else []))) for n in range(1, size + 1)]
+        level.append(Node(step(number, *deps, action=f"Phase {number} of the work"), children))
+    steps, tree, _ = flatten(level, final_check=False)
+    return steps, tree
+
+
+def frames(layout: PlanLayout) -> dict[str, tuple[int, int, int, int]]:
+    return {p.id: (p.x, p.y, p.width, p.height) for p in layout.phases}
+
+
+def inside(inner: tuple[int, int, int, int], outer: tuple[int, int, int, int]) -> bool:
+    ix, iy, iw, ih = inner
+    ox, oy, ow, oh = outer
+    return ox <= ix and ix + iw <= ox + ow and oy <= iy and iy + ih <= oy + oh
+
+
+def test_each_phase_is_a_labelled_frame_around_its_steps_and_bands() -> None:
+    # Phases 2 and 3 both wait for phase 1 only: their steps share stages.
+    steps, tree = hierarchical([([], 2), ([1], 3), ([1], 2), ([2, 3], 0)])
+    layout = plan_layout(steps, tree)
+    assert [p.id for p in layout.phases] == ["1", "2", "3", "4"]
+    assert layout.phases[0].label == "phase 1 · Phase 1 of the work"
+    assert layout.phase_of == {s.step: (s.parent or "4").split(".")[0] for s in steps}
+    framed = frames(layout)
+    for box in layout.boxes:
+        assert inside((box.x, box.y, box.width, box.height), framed[layout.phase_of[box.step.step]])
+    for band in layout.bands:  # each stage's band within one frame
+        assert any(inside((band.x, band.y, band.width, band.height), f) for f in framed.values())
+    rects = list(framed.values())
+    for i, a in enumerate(rects):
+        assert all(not overlaps(a, b) for b in rects[i + 1 :])
+        assert a[1] + a[3] <= layout.height
+    # The phases that run at once share stage numbers, one frame below the other.
+    stages = {
+        p.id: {b.stage for b in layout.boxes if b.step.step in p.steps} for p in layout.phases
+    }
+    assert stages["2"] & stages["3"]
+    assert framed["2"][1] < framed["3"][1]
+
+
+def test_a_flat_plan_has_no_phase_and_its_picture_does_not_change() -> None:
+    flat = plan_layout(diamond())
+    assert flat.phases == []
+    assert flat.phase_of == {}
+    assert plan_layout(diamond(), []) == flat
+    assert [(b.x, b.width) for b in flat.bands] == [(0, flat.width)] * 3
+
+
+def test_a_step_the_tree_does_not_hold_is_drawn_outside_every_frame() -> None:
+    steps, tree = hierarchical([([], 2), ([1], 2)])
+    extra = step(len(steps) + 1, len(steps), action="Added by a replan")
+    layout = plan_layout([*steps, extra], tree)
+    (box,) = [b for b in layout.boxes if b.step.step == extra.step]
+    assert extra.step not in layout.phase_of
+    assert not any(
+        inside((box.x, box.y, box.width, box.height), f) for f in frames(layout).values()
+    )
+    assert box.y > max(y + h for _, y, _, h in frames(layout).values())
+
+
+def test_a_long_phase_action_is_cut_to_one_line() -> None:
+    steps, tree = hierarchical([([], 2)])
+    tree = [tree[0].model_copy(update={"action": "Migrate\n" + "everything " * 40})]
+    (phase,) = plan_layout(steps, tree).phases
+    assert len(phase.label) == PHASE_CHARS
+    assert phase.label.endswith("…")
+    assert "\n" not in phase.label
+    assert phase.action == tree[0].action
+
+
+@st.composite
+def hierarchical_plans(draw: st.DrawFn) -> tuple[list[PlanStep], list[PlanTreeNode]]:
+    count = draw(st.integers(1, 7))
+    phases = []
+    for number in range(1, count + 1):
+        deps = (
+            draw(st.lists(st.integers(1, number - 1), max_size=2, unique=True))
+            if number > 1
+            else []
+        )
+        phases.append((deps, draw(st.integers(0, 7))))
+    return hierarchical(phases)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hierarchical_plans())
+def test_every_step_sits_in_its_phase_and_no_two_frames_or_boxes_overlap(
+    plan: tuple[list[PlanStep], list[PlanTreeNode]],
+) -> None:
+    steps, tree = plan
+    layout = plan_layout(steps, tree)
+    framed = frames(layout)
+    assert len(framed) == len(tree)
+    rects = [(b.x, b.y, b.width, b.height) for b in layout.boxes]
+    assert len(rects) == len(steps)
+    for box, rect in zip(layout.boxes, rects, strict=True):
+        assert inside(rect, framed[layout.phase_of[box.step.step]])
+    for group in (rects, list(framed.values())):
+        for i, a in enumerate(group):
+            assert all(not overlaps(a, b) for b in group[i + 1 :])
+            x, y, w, h = a
+            assert 0 <= x <= x + w <= layout.width <= LAPTOP_WIDTH
+            assert 0 <= y <= y + h <= layout.height
+    assert len(layout.arrows) == sum(len(s.depends_on) for s in steps)
+
+
 def test_a_long_chain_and_a_wide_stage_stay_within_a_laptop_width() -> None:
     chain = [step(1), *(step(n, n - 1) for n in range(2, 51))]
     wide = [step(n) for n in range(1, 50)] + [step(50, *range(1, 50))]
@@ -234,3 +349,22 @@ def test_mermaid_has_no_directive_comment_or_control_from_a_steps_text() -> None
     assert [m.group(1) for m in nodes] == ["1", "2"]
     assert [line for line in lines if EDGE.match(line)] == ["  s1 --> s2"]
     assert "#37;#37;{init: {#34;theme#34;: #34;dark#34;}}#37;#37;" in nodes[0].group(2)
+
+
+def test_mermaid_titles_the_chart_with_the_goal_as_yaml_front_matter() -> None:
+    goal = 'Ship "v2" <b>now</b> & 100% %%{init: {"theme": "dark"}}%% \x1b[2J\u202eevil\ncafé 東京'
+    text = mermaid_flowchart(diamond(), goal)
+    lines = text.splitlines()
+    assert lines[:1] == ["---"]
+    assert lines[2:4] == ["---", "flowchart TD"]
+    assert lines[1].startswith("title: ")
+    # Mermaid reads the title as YAML: it says the goal as the terminal shows it.
+    assert yaml.safe_load(lines[1])["title"] == " ".join(shown_text(goal).split())
+    # Nothing in the raw text Mermaid or a reader could take for a directive, comment,
+    # markup or an entity, and no control character.
+    assert "%" not in text
+    for raw in ("<", ">", "&", "\x1b", "\u202e"):
+        assert raw not in lines[1]
+    assert all(unicodedata.category(ch) != "Cc" for ch in text.replace("\n", ""))
+    assert "café 東京" in lines[1]  # the rest as it is
+    assert mermaid_flowchart(diamond()).startswith("flowchart TD\n")  # no goal, no title

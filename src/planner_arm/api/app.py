@@ -3,9 +3,10 @@
 The lifespan builds the whole service through the composition root (`build_runtime`), warms
 the model client, serves it over MCP at /mcp too, yields the typed `State` every request sees,
 and closes what it built; it warns (`serving_without_keys`) when the service listens beyond
-loopback with no API keys. With tracing configured, each request is a server span (the FastAPI
-instrumentation, which continues a caller's `traceparent`; credential headers redacted), and
-the spans still buffered are exported on the way out.
+loopback with no API keys. /docs and /redoc load their files from the service itself. With
+tracing configured, each request is a server span (the FastAPI instrumentation, which
+continues a caller's `traceparent`; credential headers redacted), and the spans still
+buffered are exported on the way out.
 """
 
 from __future__ import annotations
@@ -16,8 +17,15 @@ from contextlib import asynccontextmanager
 
 import httpx
 import structlog
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi.openapi.docs import (
+    get_redoc_html,
+    get_swagger_ui_html,
+    get_swagger_ui_oauth2_redirect_html,
+)
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 from fastapi.telemetry import TelemetryConfig
 from starlette.routing import Route
 
@@ -43,6 +51,16 @@ log = structlog.get_logger("planner_arm.api.app")
 NO_NATIVE_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False}
 # Requests that get no span: probes and scrapes (regular expressions, comma-separated).
 PROBE_URLS = r"/health(\?|$),/ready(\?|$),/metrics(\?|$)"
+# Where /docs and /redoc load their scripts, style and icon from: this service, never a CDN.
+DOCS_ASSETS = "/docs-assets"
+# And what the browser lets those pages load: from this service only (their own start-up
+# script and styles inline; ReDoc's search worker a blob). So nothing reaches another host,
+# not even ReDoc's "by Redocly" logo, which it would fetch from a CDN.
+DOCS_POLICY = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self' data:; worker-src 'self' blob:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 
 
 def create_app(
@@ -127,6 +145,9 @@ def create_app(
         # FastAPI's own telemetry stays off: the OpenTelemetry instrumentation below makes the
         # request spans, and untraced, the per-request look for a global provider is skipped.
         telemetry=NO_NATIVE_TELEMETRY,
+        # Served by _serve_api_docs instead, with their files from this service.
+        docs_url=None,
+        redoc_url=None,
     )
     # The server's SIGTERM handler turns it before the lifespan's state is torn down.
     app.state.readiness = readiness
@@ -134,6 +155,7 @@ def create_app(
     for router in routers:
         app.include_router(router)
     app.router.routes.append(Route(MCP_PATH, mcp, methods=["POST"], include_in_schema=False))
+    _serve_api_docs(app)
     app.openapi = customise_openapi(app.openapi, settings.arm_ids)  # type: ignore[method-assign]
     install_error_handlers(app)
     # Added innermost first. Outside in: the request id (every later layer and error can use
@@ -163,6 +185,54 @@ def create_app(
     app.add_middleware(RequestContextMiddleware)
     _instrument(app, tracing, settings.tracing)
     return app
+
+
+def _serve_api_docs(app: FastAPI) -> None:
+    """The API explorer (/docs, Swagger UI) and reference (/redoc), whose scripts, style and
+    icon this service serves itself (from the fastapi-offline package), so they work with no
+    network beyond the service; their Content-Security-Policy allows nothing from elsewhere."""
+    app.mount(
+        DOCS_ASSETS,
+        StaticFiles(packages=[("fastapi_offline", "static")]),
+        name="docs-assets",
+    )
+    openapi_url = app.openapi_url or "/openapi.json"
+    redirect_url = app.swagger_ui_oauth2_redirect_url or "/docs/oauth2-redirect"
+
+    def kept_in(page: HTMLResponse) -> HTMLResponse:
+        page.headers["Content-Security-Policy"] = DOCS_POLICY
+        return page
+
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        page = get_swagger_ui_html(
+            openapi_url=f"{root}{openapi_url}",
+            title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url=f"{root}{redirect_url}",
+            swagger_js_url=f"{root}{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+            swagger_ui_parameters=app.swagger_ui_parameters,
+        )
+        return kept_in(page)
+
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
+
+    async def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        page = get_redoc_html(
+            openapi_url=f"{root}{openapi_url}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{DOCS_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
+        return kept_in(page)
+
+    app.get("/docs", include_in_schema=False)(swagger_ui)
+    app.get(redirect_url, include_in_schema=False)(swagger_ui_redirect)
+    app.get("/redoc", include_in_schema=False)(redoc)
 
 
 def _instrument(app: FastAPI, tracing: Tracing, settings: TracingSettings) -> None:

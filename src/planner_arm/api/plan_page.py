@@ -1,11 +1,13 @@
 """GET /plan/{plan_id} as a page for a person: chosen by the Accept header, drawn on the server.
 
 A caller that prefers `text/html` to `application/json` (a browser does) gets one
-self-contained HTML page: the steps by stage in an SVG picture laid out by
-`planner_arm.plan.drawing`, the arrows of their dependencies, the critical path, the estimates,
-where the plan came from and its warnings. No script, no request to any other host: the style
-is inline and the Content-Security-Policy allows nothing else. Every text of the plan (the
-model's or the caller's) goes through Jinja's autoescaping. Anyone else gets the JSON answer.
+self-contained HTML page: what the plan is for (its goal, in the heading and the title, and its
+constraints), the steps by stage (a hierarchical plan's within a frame per phase) in an SVG
+picture laid out by `planner_arm.plan.drawing`, the arrows of their dependencies, the critical
+path, the estimates, where the plan came from and its warnings. No script, no request to any
+other host: the style is inline and the Content-Security-Policy allows nothing else. Every
+text of the plan (the model's or the caller's) goes through Jinja's autoescaping. Anyone else
+gets the JSON answer.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ PAGE_POLICY = (
     "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
     "form-action 'none'; frame-ancestors 'none'"
 )
+# The goal names the page: cut short in the title (a browser tab), longer in the heading, and
+# whole under it when the heading had to be cut.
+TITLE_CHARS = 80
+HEADING_CHARS = 240
 SOURCE_NAMES = {
     "llm": "model",
     "fallback": "rule-based",
@@ -72,17 +78,30 @@ def wants_html(request: Request) -> bool:
     return _quality(HTML_TYPE, accept) > _quality(JSON_TYPE, accept)
 
 
+def cut(text: str, limit: int) -> str:
+    """`text` on one line, cut to `limit` characters with "…"."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
 def plan_page(plan: PlanResponse) -> str:
     """The whole HTML page of `plan`."""
+    layout = drawing.plan_layout(plan.plan, plan.tree)
+    goal = plan.goal
+    heading = goal if goal is None or len(goal) <= HEADING_CHARS else cut(goal, HEADING_CHARS)
     return _templates.get_template("plan.html").render(
         plan=plan,
-        layout=drawing.plan_layout(plan.plan),
+        title=f"Plan {plan.plan_id}" if goal is None else cut(goal, TITLE_CHARS),
+        heading=heading,
+        stages=len({box.stage for box in layout.boxes}),
+        layout=layout,
         source=SOURCE_NAMES.get(plan.metadata.source, plan.metadata.source),
         tiers=sum(step.estimated_cost_tier for step in plan.plan),
         font_size=drawing.FONT_SIZE,
         line_height=drawing.LINE_HEIGHT,
         padding=drawing.PADDING,
         margin=drawing.MARGIN,
+        phase_baseline=drawing.PHASE_LABEL_BASELINE,
     )
 
 

@@ -2,8 +2,9 @@
 
 `build_routers(settings)` builds every route once: the planning endpoints behind the API key
 (POST /plan, /replan, /plan/expand, /plan/specialize, /plan/validate, GET /plan/{plan_id}, which
-is also a page for a browser: api/plan_page.py), whose body models take this app's limits from
-the settings, and the probes (/health, /ready, /capabilities, /metrics).
+is also a page for a browser: api/plan_page.py, and HEAD /plan/{plan_id}), whose body models
+take this app's limits from the settings, and the probes (/health, /ready, /capabilities,
+/metrics).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from planner_arm.api.deps import (
 )
 from planner_arm.api.middleware import request_id_for
 from planner_arm.api.openapi import responses as docs
-from planner_arm.api.plan_page import plan_page_response, wants_html
+from planner_arm.api.plan_page import JSON_TYPE, plan_page_response, wants_html
 from planner_arm.api.streaming import streamed_plan
 from planner_arm.config import Settings
 from planner_arm.errors import NotReady
@@ -143,18 +144,23 @@ def _planning_router(settings: Settings) -> APIRouter:
         """Check an edited plan without calling a model: every problem at once."""
         return await caller.plans.validate(body, request_id_for(request.scope, body.request_id))
 
-    async def get_plan(
-        plan_id: str, request: Request, response: Response, caller: PlanningDep
-    ) -> PlanResponse | Response:
+    async def get_plan(plan_id: str, request: Request, caller: PlanningDep) -> Response:
         """A plan answered by /plan or /replan, as it was given, while its TTL lasts; with
         `Accept: text/html`, drawn as a page."""
         plan = await caller.plans.get(plan_id, principal=caller.principal)
-        if wants_html(request):
-            page = plan_page_response(plan)
-            page.headers.update(PLAN_READ_HEADERS)
-            return page
-        response.headers.update(PLAN_READ_HEADERS)
-        return plan
+        answer = (
+            plan_page_response(plan)
+            if wants_html(request)
+            else Response(plan.model_dump_json(), media_type=JSON_TYPE)
+        )
+        answer.headers.update(PLAN_READ_HEADERS)
+        return answer
+
+    async def plan_headers(plan_id: str, request: Request, caller: PlanningDep) -> Response:
+        """HEAD: the status and headers GET would answer with (its length included), no
+        body."""
+        answer = await get_plan(plan_id, request, caller)
+        return Response(status_code=answer.status_code, headers=dict(answer.headers))
 
     # The bodies' models are this app's (their limits come from config), so they are set
     # here rather than in the signatures, whose annotations resolve in module scope.
@@ -199,6 +205,7 @@ def _planning_router(settings: Settings) -> APIRouter:
         responses=docs.GET_PLAN_RESPONSES,
         openapi_extra=extra(docs.REQUEST_ID_HEADER),
     )(get_plan)
+    router.head("/plan/{plan_id}", include_in_schema=False)(plan_headers)
     router.post(
         "/plan/expand",
         response_model=PlanResponse,

@@ -7,7 +7,10 @@ stage's steps sit side by side in it, at most `PER_ROW` to a row (a wider stage 
 rows), so the page is never wider than a laptop screen whatever the plan. Text is set in a
 monospaced font and wrapped here, so a box is as tall as its text and no two boxes overlap.
 An arrow leaves the bottom of the step depended on and ends on the top of the step that
-waits for it; the steps and arrows of the critical path are marked.
+waits for it; the steps and arrows of the critical path are marked. A hierarchical plan
+(one with a `tree`) is drawn a level deeper: each phase (a node at the top of the tree) is a
+labelled frame around the bands of its steps, phases from top to bottom in the order they
+start, so every step sits inside its phase's frame and no two frames overlap.
 
 Text of the plan (the model's, the caller's) drawn for a terminal or as Mermaid passes
 `shown_text` first: nothing in it reaches a terminal or a Mermaid reader as a command.
@@ -15,13 +18,14 @@ Text of the plan (the model's, the caller's) drawn for a terminal or as Mermaid 
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
 from planner_arm.plan.estimation import critical_path, parallel_stages
-from planner_arm.plan.schemas import PlanStep
+from planner_arm.plan.schemas import PlanStep, PlanTreeNode
 
 PER_ROW = 4
 BOX_WIDTH = 220
@@ -39,6 +43,13 @@ MAX_ACTION_LINES = 10  # past this the box shows "…" and its tooltip the whole
 HEAD_LINES = 1  # "#3 coder"
 MAX_AFTER_LINES = 2  # the steps waited for; past this "after N steps"
 CONTENT_WIDTH = PER_ROW * BOX_WIDTH + (PER_ROW - 1) * GAP_X
+WIDTH = 2 * MARGIN + LABEL_WIDTH + CONTENT_WIDTH
+# A phase's frame: its label on one line at the top, above the first stage's band; the
+# frames a little inside the picture's edges, half a row gap apart.
+PHASE_HEAD = 52
+PHASE_LABEL_BASELINE = 20
+PHASE_INSET = MARGIN // 2
+PHASE_CHARS = int((WIDTH - 2 * PHASE_INSET - 2 * PADDING) / CHAR_WIDTH)
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,22 @@ class Band:
     stage: int
     y: int
     height: int
+    x: int = 0
+    width: int = WIDTH
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A frame around the bands of one phase of a hierarchical plan."""
+
+    id: str  # the tree node's id: "2"
+    label: str  # "phase 2 · <its action>", cut to one line
+    action: str  # whole, for the tooltip
+    steps: list[int]
+    x: int
+    y: int
+    width: int
+    height: int
 
 
 @dataclass(frozen=True)
@@ -84,6 +111,8 @@ class PlanLayout:
     width: int
     height: int
     critical_path: list[int]
+    phases: list[Phase]
+    phase_of: dict[int, str]  # a step's phase id, for the steps inside a frame
 
 
 def action_lines(action: str) -> list[str]:
@@ -99,46 +128,130 @@ def box_height(lines: Sequence[str], foot: Sequence[str]) -> int:
     return (HEAD_LINES + len(lines) + len(foot)) * LINE_HEIGHT + 2 * PADDING
 
 
-def plan_layout(steps: Sequence[PlanStep]) -> PlanLayout:
-    """Every step's box, every dependency's arrow and every stage's band, in pixels."""
+def plan_layout(
+    steps: Sequence[PlanStep], tree: Sequence[PlanTreeNode] | None = None
+) -> PlanLayout:
+    """Every step's box, every dependency's arrow, every stage's band and, with a `tree`,
+    every phase's frame, in pixels."""
     path = critical_path(steps)
-    on_path = set(path)
-    by_number = {step.step: step for step in steps}
-    boxes: dict[int, Box] = {}
-    bands: list[Band] = []
+    placement = _Placement({step.step: step for step in steps}, set(path))
+    stage_of = {n: i for i, numbers in enumerate(parallel_stages(steps), 1) for n in numbers}
     y = MARGIN
-    for stage_index, numbers in enumerate(parallel_stages(steps), 1):
-        ordered = _ordered(numbers, by_number, boxes)
-        band_top = y
+    foot = 0  # the lowest thing drawn so far
+    for node, numbers in _groups(steps, tree or [], stage_of):
+        if node is None:
+            y = placement.stages(numbers, stage_of, y, 0, WIDTH)
+            foot = y - GAP_Y
+            continue
+        frame_width = WIDTH - 2 * PHASE_INSET
+        below = placement.stages(numbers, stage_of, y + PHASE_HEAD, PHASE_INSET, frame_width)
+        foot = below - GAP_Y // 2  # the last band's foot
+        placement.phases.append(
+            Phase(
+                id=node.id,
+                label=_one_line(f"phase {node.id} · {' '.join(node.action.split())}"),
+                action=node.action,
+                steps=numbers,
+                x=PHASE_INSET,
+                y=y,
+                width=frame_width,
+                height=foot - y,
+            )
+        )
+        y = foot + GAP_Y // 2
+    boxes = placement.boxes
+    return PlanLayout(
+        boxes=[boxes[step.step] for step in steps if step.step in boxes],
+        arrows=_arrows(steps, boxes, set(pairwise(path))),
+        bands=placement.bands,
+        width=WIDTH,
+        height=max(foot + MARGIN, 2 * MARGIN),
+        critical_path=path,
+        phases=placement.phases,
+        phase_of={n: phase.id for phase in placement.phases for n in phase.steps},
+    )
+
+
+class _Placement:
+    """The boxes and bands placed so far, top to bottom."""
+
+    def __init__(self, by_number: dict[int, PlanStep], on_path: set[int]) -> None:
+        self.by_number = by_number
+        self.on_path = on_path
+        self.boxes: dict[int, Box] = {}
+        self.bands: list[Band] = []
+        self.phases: list[Phase] = []
+
+    def stages(
+        self, numbers: list[int], stage_of: dict[int, int], y: int, band_x: int, band_width: int
+    ) -> int:
+        """Places `numbers` stage by stage from `y` down, a band per stage; returns the y
+        below them (the last row's foot and the gap under it)."""
+        for stage in sorted({stage_of[n] for n in numbers}):
+            in_stage = [n for n in numbers if stage_of[n] == stage]
+            band_top = y
+            y = self.rows(stage, _ordered(in_stage, self.by_number, self.boxes), y)
+            self.bands.append(Band(stage, band_top - GAP_Y // 2, y - band_top, band_x, band_width))
+        return y
+
+    def rows(self, stage: int, ordered: list[int], y: int) -> int:
+        by_number = self.by_number
         for start in range(0, len(ordered), PER_ROW):
             row = ordered[start : start + PER_ROW]
             left = MARGIN + LABEL_WIDTH + (CONTENT_WIDTH - _row_width(len(row))) // 2
             texts = [(action_lines(by_number[n].action), _foot(by_number[n])) for n in row]
             for column, (number, (lines, foot)) in enumerate(zip(row, texts, strict=True)):
                 step = by_number[number]
-                boxes[number] = Box(
+                critical = number in self.on_path
+                self.boxes[number] = Box(
                     step=step,
-                    stage=stage_index,
+                    stage=stage,
                     x=left + column * (BOX_WIDTH + GAP_X),
                     y=y,
                     width=BOX_WIDTH,
                     height=box_height(lines, foot),
-                    head=_head(step, critical=number in on_path),
+                    head=_head(step, critical=critical),
                     lines=lines,
                     foot=foot,
-                    critical=number in on_path,
+                    critical=critical,
                 )
             y += max(box_height(lines, foot) for lines, foot in texts) + GAP_Y
-        bands.append(Band(stage_index, band_top - GAP_Y // 2, y - band_top))
-    width = 2 * MARGIN + LABEL_WIDTH + CONTENT_WIDTH
-    return PlanLayout(
-        boxes=[boxes[step.step] for step in steps if step.step in boxes],
-        arrows=_arrows(steps, boxes, set(pairwise(path))),
-        bands=bands,
-        width=width,
-        height=max(y - GAP_Y + MARGIN, 2 * MARGIN),
-        critical_path=path,
-    )
+        return y
+
+
+def _leaf_steps(node: PlanTreeNode) -> list[int]:
+    if node.step is not None:
+        return [node.step]
+    return [number for child in node.children for number in _leaf_steps(child)]
+
+
+def _groups(
+    steps: Sequence[PlanStep], tree: Sequence[PlanTreeNode], stage_of: dict[int, int]
+) -> list[tuple[PlanTreeNode | None, list[int]]]:
+    """The steps as drawn, top to bottom: each phase of `tree` with its steps, the phases in
+    the order their first steps start (the tree's order among equals); a step no phase holds
+    joins its stage's neighbours outside any frame. Without a tree: all steps, no phase."""
+    order = {step.step: index for index, step in enumerate(steps)}
+    found: list[tuple[PlanTreeNode | None, list[int]]] = []
+    placed: set[int] = set()
+    for node in tree:
+        numbers = [n for n in _leaf_steps(node) if n in stage_of and n not in placed]
+        placed.update(numbers)
+        if numbers:
+            found.append((node, sorted(numbers, key=order.__getitem__)))
+    found += [(None, [step.step]) for step in steps if step.step not in placed]
+    found.sort(key=lambda group: min(stage_of[n] for n in group[1]))
+    merged: list[tuple[PlanTreeNode | None, list[int]]] = []
+    for phase, numbers in found:  # loose steps next to each other are drawn as one group
+        if phase is None and merged and merged[-1][0] is None:
+            merged[-1][1].extend(numbers)
+        else:
+            merged.append((phase, list(numbers)))
+    return merged
+
+
+def _one_line(text: str) -> str:
+    return text if len(text) <= PHASE_CHARS else text[: PHASE_CHARS - 1] + "…"
 
 
 def _fitted(text: str) -> str:
@@ -252,13 +365,30 @@ def mermaid_text(text: str) -> str:
     return "".join(_MERMAID_CODES.get(ch, ch) for ch in one_line)
 
 
-def mermaid_flowchart(steps: Sequence[PlanStep]) -> str:
-    """The plan as Mermaid `flowchart TD` text: one subgraph per stage, one node per step
-    (number, arm, action, estimates), one arrow per dependency, the critical path marked."""
+# In the title, YAML's `\uXXXX` for what Mermaid must not read as markup, an entity or a
+# directive, and for what YAML does not allow in a document (surrogates, U+FFFE, U+FFFF).
+_TITLE_CODES = {ch: f"\\u{ord(ch):04x}" for ch in "%<>&`\ufffe\uffff"}
+
+
+def mermaid_title(text: str) -> str:
+    """`text` as the value of the `title:` of Mermaid's front matter: one line, written as a
+    YAML double-quoted string (a JSON string is one), with `shown_text` applied first."""
+    quoted = json.dumps(" ".join(shown_text(text).split()), ensure_ascii=False)
+    return "".join(
+        _TITLE_CODES.get(ch) or (f"\\u{ord(ch):04x}" if 0xD800 <= ord(ch) <= 0xDFFF else ch)
+        for ch in quoted
+    )
+
+
+def mermaid_flowchart(steps: Sequence[PlanStep], goal: str | None = None) -> str:
+    """The plan as Mermaid `flowchart TD` text: the goal as its title (front matter), one
+    subgraph per stage, one node per step (number, arm, action, estimates), one arrow per
+    dependency, the critical path marked."""
     path = critical_path(steps)
     links = set(pairwise(path))
     by_number = {step.step: step for step in steps}
-    lines = ["flowchart TD"]
+    lines = [] if goal is None else ["---", f"title: {mermaid_title(goal)}", "---"]
+    lines.append("flowchart TD")
     for index, numbers in enumerate(parallel_stages(steps), 1):
         lines.append(f'  subgraph stage{index}["stage {index}"]')
         for number in numbers:

@@ -375,6 +375,14 @@ class PlanResponse(BaseModel):
     tree: list[PlanTreeNode] | None = Field(
         None, description="hierarchical: the phases and their sub-tasks; null otherwise"
     )
+    goal: str | None = Field(
+        None,
+        description="The goal of the request this plan answers (of a replan or an expansion: "
+        "its own request's); null in a plan made before answers carried it",
+    )
+    constraints: list[str] = Field(
+        default_factory=list, description="The constraints of that request, as it was read"
+    )
 
 
 class ErrorItem(BaseModel):

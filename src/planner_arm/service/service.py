@@ -412,7 +412,11 @@ class PlanService:
         self, response: PlanResponse, request: PlanRequest, records: Records
     ) -> PlanResponse:
         """`response`, stored for GET /plan/{id}; when the store fails, the answer says so.
-        A principal past its cap of plan bytes is refused (429 tenant_quota_exceeded)."""
+        A principal past its cap of plan bytes is refused (429 tenant_quota_exceeded). The
+        answer says what it is for: the request's goal and constraints."""
+        response = response.model_copy(
+            update={"goal": request.goal, "constraints": request.constraints}
+        )
         record = {
             "response": response.model_dump(mode="json"),
             "request": request.model_dump(mode="json", include=STORED_REQUEST_FIELDS),
