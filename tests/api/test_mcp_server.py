@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+import respx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.fastmcp.exceptions import ToolError
@@ -28,6 +29,7 @@ from planner_arm.errors import PlanNotFound
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from support.app import make_settings, with_lifespan
 from support.invariants import assert_valid_plan
+from support.sse import pieces_of, streamed
 
 GOAL = "Fix authentication bug and add tests"
 BASE = "http://localhost:8080"  # a loopback host: what /mcp answers to out of the box
@@ -461,3 +463,38 @@ asyncio.run(main())
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [200, [False, False], 200, [True, True]]
+
+
+async def test_progress_names_the_requests_own_tools(chat_route: respx.Route) -> None:
+    tools = [
+        {"id": "search_movie", "description": "Search movies by title and return their ids"},
+        {"id": "GetMovieCredit", "description": "Get the cast and crew of a movie by its id"},
+    ]
+    plan = {
+        "plan": [
+            {"step": 1, "tool": "search_movie", "action": "find the id", "depends_on": []},
+            {"step": 2, "tool": "get_movie_credit", "action": "list the cast", "depends_on": [1]},
+        ]
+    }
+    chat_route.return_value = streamed(pieces_of(json.dumps(plan)))
+    reported: list[str | None] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        reported.append(message)
+
+    goal = "Find the movie Titanic, then list its cast"
+    async with served_app(make_settings()) as http, mcp_session(http) as session:
+        result = await session.call_tool(
+            "plan", {"goal": goal, "tools": tools}, progress_callback=progress
+        )
+    assert result.isError is False, result.content
+    assert result.structuredContent is not None
+    assert [step["required_arm"] for step in result.structuredContent["plan"]] == [
+        "search_movie",
+        "GetMovieCredit",
+    ]
+    # Each step went out once, as written, its tool read among the request's: none withdrawn.
+    assert reported == [
+        "step 1: find the id (search_movie)",
+        "step 2: list the cast (GetMovieCredit)",
+    ]
