@@ -41,7 +41,9 @@ def agent_schema(model: type[BaseModel], *, goal_of_the_plan: bool = False) -> d
             properties[name] = {**properties[name], "description": description}
     if goal_of_the_plan and "goal" in properties:
         properties["goal"] = {**properties["goal"], "description": _GOAL_OF_THE_PLAN}
-        schema["required"] = [name for name in schema.get("required", []) if name != "goal"]
+        required = [name for name in schema.pop("required", []) if name != "goal"]
+        if required:
+            schema["required"] = required
     return schema
 
 

@@ -98,7 +98,8 @@ class PlannerMCP(FastMCP):
             structured_output=True,
         )
         tool = self._tool_manager.get_tool(fn.__name__)
-        assert tool is not None  # just added
+        if tool is None:  # the SDK refused the name
+            raise LookupError(f"the tool {fn.__name__!r} was not added")
         tool.fn_metadata = flat_arguments(tool.name, model, tool.fn_metadata)
         tool.parameters = schema
 
