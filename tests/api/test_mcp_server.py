@@ -14,9 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
+import respx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.shared.exceptions import McpError
 from mcp.types import TextContent, TextResourceContents
 
 from planner_arm.api.app import create_app
@@ -24,9 +26,10 @@ from planner_arm.api.mcp import LOOPBACK_HOSTS, mcp_transport_security
 from planner_arm.api.mcp_server import tool_error_text
 from planner_arm.config import Settings
 from planner_arm.errors import PlanNotFound
-from planner_arm.plan.schemas import PlanResponse
+from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from support.app import make_settings, with_lifespan
 from support.invariants import assert_valid_plan
+from support.sse import pieces_of, streamed
 
 GOAL = "Fix authentication bug and add tests"
 BASE = "http://localhost:8080"  # a loopback host: what /mcp answers to out of the box
@@ -81,9 +84,10 @@ async def test_the_tools_carry_the_services_own_schemas() -> None:
         tools = {tool.name: tool for tool in listed}
         assert set(tools) == TOOLS
         plan = tools["plan"]
-        request = plan.inputSchema["properties"]["request"]
-        request_schema = plan.inputSchema["$defs"][request["$ref"].rsplit("/", 1)[-1]]
-        assert request_schema["properties"]["goal"]["maxLength"] == 8_000  # the config's limit
+        # The endpoint body's fields are the tool's own arguments, with the config's limits.
+        assert set(plan.inputSchema["properties"]) == set(PlanRequest.model_fields)
+        assert plan.inputSchema["required"] == ["goal"]
+        assert plan.inputSchema["properties"]["goal"]["maxLength"] == 8_000
         assert plan.outputSchema is not None
         assert set(PlanResponse.model_fields) <= set(plan.outputSchema["properties"])
         assert tools["get_plan"].annotations is not None
@@ -106,7 +110,7 @@ async def test_server_info_names_the_service_and_its_version() -> None:
 async def test_plan_answers_the_plan_the_http_api_stores() -> None:
     async with served_app() as http:
         async with mcp_session(http) as session:
-            result = await session.call_tool("plan", {"request": {"goal": GOAL}})
+            result = await session.call_tool("plan", {"goal": GOAL})
         assert result.isError is False
         assert result.structuredContent is not None
         answer = PlanResponse.model_validate(result.structuredContent)
@@ -122,12 +126,12 @@ async def test_plan_answers_the_plan_the_http_api_stores() -> None:
 async def test_replan_after_a_failed_step_keeps_the_finished_one() -> None:
     async with served_app() as http:
         async with mcp_session(http) as session:
-            first = await session.call_tool("plan", {"request": {"goal": GOAL}})
+            first = await session.call_tool("plan", {"goal": GOAL})
             assert first.structuredContent is not None
             plan_id = first.structuredContent["plan_id"]
             states = {"1": {"status": "completed", "output": "found"}, "2": {"status": "failed"}}
             result = await session.call_tool(
-                "replan", {"request": {"goal": GOAL, "plan_id": plan_id, "step_states": states}}
+                "replan", {"goal": GOAL, "plan_id": plan_id, "step_states": states}
             )
             fetched = await session.call_tool("get_plan", {"plan_id": plan_id})
         assert result.isError is False
@@ -139,11 +143,83 @@ async def test_replan_after_a_failed_step_keeps_the_finished_one() -> None:
         assert fetched.structuredContent == first.structuredContent
 
 
+async def test_an_agent_calls_each_tool_with_the_fields_it_knows() -> None:
+    async with served_app() as http, mcp_session(http) as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        made = await session.call_tool(
+            "plan",
+            # A list sent as JSON text, as some agent hosts send every argument, is read too.
+            {"goal": GOAL, "constraints": '["Do not touch the database schema"]'},
+        )
+        assert made.structuredContent is not None
+        plan_id = made.structuredContent["plan_id"]
+        revised = await session.call_tool(
+            "replan", {"plan_id": plan_id, "step_states": {"1": "completed", "2": "failed"}}
+        )
+        expanded = await session.call_tool("expand_step", {"plan_id": plan_id, "step": 2})
+        checked = await session.call_tool("validate_plan", {"plan": made.structuredContent["plan"]})
+    assert made.isError is False
+    assert made.structuredContent["constraints"] == ["Do not touch the database schema"]
+    # Revising the plan by its id: the goal and constraints are the plan's own.
+    for answer in (revised, expanded):
+        assert answer.isError is False, answer.content
+        assert answer.structuredContent is not None
+        assert answer.structuredContent["goal"] == GOAL
+        assert answer.structuredContent["constraints"] == ["Do not touch the database schema"]
+        assert answer.structuredContent["parent_plan_id"] == plan_id
+    assert checked.structuredContent is not None
+    assert checked.structuredContent["valid"] is True
+    for name in ("replan", "expand_step"):
+        assert "goal" not in listed[name].inputSchema.get("required", [])
+
+
+async def test_the_tools_speak_to_an_agent() -> None:
+    async with served_app() as http, mcp_session(http) as session:
+        listed = (await session.list_tools()).tools
+    for tool in listed:
+        assert tool.description is not None
+        assert "POST" not in tool.description, tool.name
+        assert "GET /" not in tool.description, tool.name
+        for field, schema in tool.inputSchema["properties"].items():
+            assert schema.get("description"), f"{tool.name}.{field} is not described"
+    plan = next(tool for tool in listed if tool.name == "plan")
+    assert plan.description is not None
+    assert plan.description.startswith("Break a goal into a validated, executable plan")
+
+
+async def test_the_request_nested_as_before_is_still_read() -> None:
+    async with served_app() as http, mcp_session(http) as session:
+        nested = await session.call_tool("plan", {"request": {"goal": GOAL}})
+        flat = await session.call_tool("plan", {"goal": GOAL})
+        blank = await session.call_tool("plan", {"request": {"goal": " "}})
+        both = await session.call_tool("plan", {"request": {"goal": GOAL}, "goal": GOAL})
+    assert nested.isError is False
+    assert nested.structuredContent is not None
+    assert flat.structuredContent is not None
+    assert nested.structuredContent["plan"] == flat.structuredContent["plan"]
+    assert error_text(blank) == "invalid_request: goal: Value error, goal must not be blank"
+    assert error_text(both) == "invalid_request: request: Extra inputs are not permitted"
+
+
+async def test_a_problem_of_the_whole_request_is_named_without_a_location() -> None:
+    async with served_app() as http, mcp_session(http) as session:
+        neither = await session.call_tool("replan", {"goal": GOAL, "step_states": {}})
+        unknown_plan = await session.call_tool("replan", {"plan_id": "no-such-plan"})
+        no_goal = await session.call_tool("expand_step", {"step": 2})
+    assert error_text(neither) == (
+        "invalid_request: Value error, give exactly one of previous and plan_id"
+    )
+    assert error_text(unknown_plan) == (
+        "plan_not_found: No plan with id 'no-such-plan' is stored (or it has expired)."
+    )
+    assert error_text(no_goal) == "invalid_request: goal: Field required"
+
+
 async def test_a_plan_is_a_resource() -> None:
     async with served_app() as http:
         async with mcp_session(http) as session:
             templates = (await session.list_resource_templates()).resourceTemplates
-            made = await session.call_tool("plan", {"request": {"goal": GOAL}})
+            made = await session.call_tool("plan", {"goal": GOAL})
             assert made.structuredContent is not None
             plan_id = made.structuredContent["plan_id"]
             read = await session.read_resource(f"plan://{plan_id}")  # type: ignore[arg-type]
@@ -154,6 +230,15 @@ async def test_a_plan_is_a_resource() -> None:
         assert json.loads(content.text) == made.structuredContent
 
 
+async def test_a_missing_plan_resource_says_its_error_once() -> None:
+    async with served_app() as http, mcp_session(http) as session:
+        with pytest.raises(McpError) as failed:
+            await session.read_resource("plan://no-such-plan")  # type: ignore[arg-type]
+    assert failed.value.error.message == (
+        "plan_not_found: No plan with id 'no-such-plan' is stored (or it has expired)."
+    )
+
+
 async def test_each_step_is_reported_as_progress() -> None:
     async with served_app() as http:
         reported: list[tuple[float, str | None]] = []
@@ -162,12 +247,8 @@ async def test_each_step_is_reported_as_progress() -> None:
             reported.append((done, message))
 
         async with mcp_session(http) as session:
-            result = await session.call_tool(
-                "plan", {"request": {"goal": GOAL}}, progress_callback=progress
-            )
-            quiet = await session.call_tool(
-                "plan", {"request": {"goal": "Write the release notes"}}
-            )
+            result = await session.call_tool("plan", {"goal": GOAL}, progress_callback=progress)
+            quiet = await session.call_tool("plan", {"goal": "Write the release notes"})
         assert result.structuredContent is not None
         steps = result.structuredContent["plan"]
         assert [done for done, _ in reported] == [float(n) for n in range(1, len(steps) + 1)]
@@ -180,13 +261,13 @@ async def test_each_step_is_reported_as_progress() -> None:
 async def test_a_bad_request_is_a_tool_error_and_the_session_goes_on() -> None:
     async with served_app() as http:
         async with mcp_session(http) as session:
-            blank = await session.call_tool("plan", {"request": {"goal": "   "}})
+            blank = await session.call_tool("plan", {"goal": "   "})
             missing = await session.call_tool("get_plan", {"plan_id": "no-such-plan"})
             unknown_step = await session.call_tool(
-                "expand_step", {"request": {"goal": GOAL, "plan_id": "no-such-plan", "step": 2}}
+                "expand_step", {"goal": GOAL, "plan_id": "no-such-plan", "step": 2}
             )
-            after = await session.call_tool("plan", {"request": {"goal": GOAL}})
-        assert error_text(blank).startswith("invalid_request: request.goal")
+            after = await session.call_tool("plan", {"goal": GOAL})
+        assert error_text(blank) == "invalid_request: goal: Value error, goal must not be blank"
         assert error_text(missing) == (
             "plan_not_found: No plan with id 'no-such-plan' is stored (or it has expired)."
         )
@@ -196,19 +277,18 @@ async def test_a_bad_request_is_a_tool_error_and_the_session_goes_on() -> None:
 
 async def test_a_broken_plan_sent_back_is_the_same_tool_error_for_every_tool() -> None:
     async with served_app() as http, mcp_session(http) as session:
-        made = await session.call_tool("plan", {"request": {"goal": GOAL}})
+        made = await session.call_tool("plan", {"goal": GOAL})
         assert made.structuredContent is not None
         broken = json.loads(json.dumps(made.structuredContent))
         broken["plan"][0]["acceptance_criteria"] = [""]
         states = {"1": "completed", "2": "failed"}
         answers = [
-            await session.call_tool("replan", {"request": {
-                "goal": GOAL, "previous": broken, "step_states": states}}),
-            await session.call_tool("expand_step", {"request": {
-                "goal": GOAL, "previous": broken, "step": 2}}),
-            await session.call_tool("specialize_step", {"request": {
-                "previous": broken, "step": 2}}),
-        ]  # fmt: skip
+            await session.call_tool(
+                "replan", {"goal": GOAL, "previous": broken, "step_states": states}
+            ),
+            await session.call_tool("expand_step", {"goal": GOAL, "previous": broken, "step": 2}),
+            await session.call_tool("specialize_step", {"previous": broken, "step": 2}),
+        ]
     texts = {error_text(result) for result in answers}
     assert texts == {
         "invalid_previous: the plan sent back is not one to work on: step 1: no non-empty "
@@ -383,3 +463,38 @@ asyncio.run(main())
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == [200, [False, False], 200, [True, True]]
+
+
+async def test_progress_names_the_requests_own_tools(chat_route: respx.Route) -> None:
+    tools = [
+        {"id": "search_movie", "description": "Search movies by title and return their ids"},
+        {"id": "GetMovieCredit", "description": "Get the cast and crew of a movie by its id"},
+    ]
+    plan = {
+        "plan": [
+            {"step": 1, "tool": "search_movie", "action": "find the id", "depends_on": []},
+            {"step": 2, "tool": "get_movie_credit", "action": "list the cast", "depends_on": [1]},
+        ]
+    }
+    chat_route.return_value = streamed(pieces_of(json.dumps(plan)))
+    reported: list[str | None] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        reported.append(message)
+
+    goal = "Find the movie Titanic, then list its cast"
+    async with served_app(make_settings()) as http, mcp_session(http) as session:
+        result = await session.call_tool(
+            "plan", {"goal": goal, "tools": tools}, progress_callback=progress
+        )
+    assert result.isError is False, result.content
+    assert result.structuredContent is not None
+    assert [step["required_arm"] for step in result.structuredContent["plan"]] == [
+        "search_movie",
+        "GetMovieCredit",
+    ]
+    # Each step went out once, as written, its tool read among the request's: none withdrawn.
+    assert reported == [
+        "step 1: find the id (search_movie)",
+        "step 2: list the cast (GetMovieCredit)",
+    ]

@@ -59,15 +59,15 @@ async def an_agents_loop(session: ClientSession) -> None:
     async def progress(done: float, total: float | None, message: str | None) -> None:
         steps_seen.append(message or "")
 
-    made = await session.call_tool("plan", {"request": {"goal": GOAL}}, progress_callback=progress)
+    made = await session.call_tool("plan", {"goal": GOAL}, progress_callback=progress)
     plan = made.structuredContent
     assert plan is not None
     states = {"1": {"status": "completed"}, "2": {"status": "failed", "error": "tests broke"}}
     revised = await session.call_tool(
-        "replan", {"request": {"goal": GOAL, "plan_id": plan["plan_id"], "step_states": states}}
+        "replan", {"goal": GOAL, "plan_id": plan["plan_id"], "step_states": states}
     )
     read = await session.read_resource(f"plan://{plan['plan_id']}")  # type: ignore[arg-type]
-    bad = await session.call_tool("replan", {"request": {"goal": GOAL, "step_states": {}}})
+    bad = await session.call_tool("replan", {"goal": GOAL, "step_states": {}})
 
     assert tools == TOOLS
     assert plan["metadata"]["source"] == "llm"
@@ -133,7 +133,7 @@ async def test_a_tool_call_in_flight_at_sigterm_gets_its_answer(stub: StubLLM) -
             # The SDK's client checks an answer against the tool's listed output schema,
             # listing the tools first if it has not: after the signal nothing new connects.
             await session.list_tools()
-            call = asyncio.create_task(session.call_tool("plan", {"request": {"goal": GOAL}}))
+            call = asyncio.create_task(session.call_tool("plan", {"goal": GOAL}))
             assert await asyncio.to_thread(stub.arrived.wait, 10)  # waiting on the model
             process.send_signal(signal.SIGTERM)
             said: list[str] = []
