@@ -444,7 +444,7 @@ def job_of(
     """The job of one request: the principal's, within the request's deadline (`records`),
     its model calls on a bill of their own with the caller's cap on dollars (`cap_usd`)."""
     usage = Usage(records.owner.id, cap_usd)
-    return Job(
+    job = Job(
         request,
         request_id,
         records.deadline,
@@ -453,6 +453,10 @@ def job_of(
         principal=records.owner,
         listener=listener,
     )
+    if isinstance(request, PlanRequest):
+        for warning in request.tool_warnings:
+            job.notes.warn_once(warning)
+    return job
 
 
 def specialize_brief(
