@@ -5,13 +5,18 @@ field names), their JSON in any shape the service reads, or any object with `nam
 
 from __future__ import annotations
 
+import ast
 import json
+import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import mcp.types
 import pytest
+from mcp.server.fastmcp import FastMCP
+from mcp.shared.memory import create_connected_server_and_client_session
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -20,6 +25,7 @@ from planner_arm.client.calls import tool_json
 from support.app import app_transport, make_settings
 from support.stub_model import PLAN
 
+API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 BASE = "http://planner"
 GOAL = "List the cast of the movie Heat"
 SEARCH = mcp.types.Tool(
@@ -151,3 +157,48 @@ def test_the_blocking_client_sends_tools_and_examples_on_each_planning_call() ->
                 call()
     assert [body["tools"] for body in sent] == [listed] * 4
     assert [body["examples"] for body in sent] == [[EXAMPLE]] * 4
+
+
+def _loop_in_the_docs() -> str:
+    """The code block of docs/api.md's "Over an MCP server's tools"."""
+    text = API_DOC.read_text(encoding="utf-8").split("### Over an MCP server's tools", 1)[1]
+    found = re.search(r"```python\n(.*?)```", text, re.S)
+    assert found is not None
+    return found.group(1)
+
+
+def _movie_server() -> FastMCP:
+    server = FastMCP("movies")
+
+    @server.tool(description="The cast of a movie, by its movie id")
+    def get_movie_credits(movie_id: int) -> str:
+        return f"cast of movie {movie_id}"
+
+    @server.tool(description="The weather forecast for a city")
+    def get_weather(city: str) -> str:
+        return f"sunny in {city}"
+
+    return server
+
+
+async def test_the_documented_loop_plans_over_an_mcp_servers_tools_and_runs_them() -> None:
+    code = compile(_loop_in_the_docs(), str(API_DOC), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    async with (
+        app_transport(make_settings(llm=False)) as transport,
+        create_connected_server_and_client_session(_movie_server()) as session,
+    ):
+        scope: dict[str, Any] = {
+            # The documented client, at the app in process instead of localhost.
+            "AsyncPlannerClient": lambda _url: AsyncPlannerClient(BASE, transport=transport),
+            "session": session,
+            "goal": "Get the cast of movie 603, then the weather forecast for the city",
+            "context": {"city": "Paris"},
+        }
+        await eval(code, scope)  # noqa: S307 - the documented example, run as written
+    plan, results = scope["plan"], scope["results"]
+    assert [step.input for step in plan.plan] == [{"movie_id": 603}, {"city": "Paris"}]
+    assert [result.isError for result in results] == [False, False]
+    assert [result.content[0].text for result in results] == [
+        "cast of movie 603",
+        "sunny in Paris",
+    ]
