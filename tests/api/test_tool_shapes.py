@@ -5,15 +5,21 @@ one problem that names the accepted shapes."""
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
+import httpx
 import mcp.types
 import pytest
 import respx
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import TextContent
 
+from planner_arm.api.app import create_app
 from planner_arm.config import ConfigError, load_settings
 from planner_arm.limits import ACCEPTED_SHAPES, ArmSpec
-from support.app import answer, make_settings, running_app
+from support.app import answer, make_settings, running_app, with_lifespan
 
 GOAL = "Search the movie Titanic by its title, and then get the cast of the movie"
 MCP_SEARCH = mcp.types.Tool(
@@ -211,3 +217,35 @@ async def test_an_output_schema_makes_a_tool_a_producer_unless_it_is_destructive
         response = await client.post("/plan", json={"goal": goal, "tools": [lookup, CREDITS]})
     assert response.status_code == 200, response.text
     assert _steps(response.json()) == steps
+
+
+async def test_the_mcp_servers_plan_tool_takes_the_same_shapes_and_the_same_422() -> None:
+    app = create_app(
+        make_settings(llm=False), http_client=httpx.AsyncClient(), rng=random.Random(7)
+    )
+    async with with_lifespan(app) as served:
+        transport = httpx.ASGITransport(app=served, raise_app_exceptions=False)
+        async with (
+            httpx.AsyncClient(transport=transport) as http,
+            streamable_http_client("http://localhost:8080/mcp", http_client=http) as (
+                read,
+                write,
+                _,
+            ),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            made = await session.call_tool("plan", {"request": {"goal": GOAL, "tools": _tools()}})
+            refused = await session.call_tool(
+                "plan", {"request": {"goal": GOAL, "tools": [{"tool": "x"}]}}
+            )
+    assert made.isError is False
+    assert made.structuredContent is not None
+    assert [step["required_arm"] for step in made.structuredContent["plan"]] == [
+        "search_movie",
+        "GetMovieCredit",
+    ]
+    assert refused.isError is True
+    block = refused.content[0]
+    assert isinstance(block, TextContent)
+    assert block.text == f"invalid_request: request.tools.0: {ACCEPTED_SHAPES}; this item has tool"

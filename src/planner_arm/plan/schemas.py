@@ -167,7 +167,9 @@ class PlanRequest(BaseModel):
         "ignore it",
     )
     specialize: bool = Field(
-        False, description="Fill each step's `input`: the typed input of its arm (stage 2)"
+        False,
+        description="Fill each step's `input`: the typed input of its arm, or the arguments "
+        "of its tool's call, valid against the tool's input schema (stage 2)",
     )
     tools: list[ToolItem] | None = Field(
         None,
