@@ -59,14 +59,19 @@ def name_words(name: str) -> str:
 
 
 class FunctionSpec(BaseModel):
-    """The OpenAI function of a function tool; also the flat shape of the Responses API
-    (`{"type": "function", "name", "description", "parameters"}`)."""
+    """The OpenAI function of a function tool."""
 
     model_config = ConfigDict(extra="ignore")
 
     name: ArmId
     description: str | None = None
     parameters: Schema | None = None
+
+
+class FlatFunctionTool(FunctionSpec):
+    """A tool in the flat shape of OpenAI's Responses API."""
+
+    type: Literal["function"]
 
 
 class FunctionTool(BaseModel):
@@ -107,11 +112,11 @@ class AnthropicTool(BaseModel):
     input_schema: Schema | None = None
 
 
-ForeignTool = FunctionTool | FunctionSpec | McpTool | AnthropicTool
+ForeignTool = FunctionTool | FlatFunctionTool | McpTool | AnthropicTool
 ToolShape = Literal["arm", "openai", "openai_flat", "mcp", "anthropic"]
 FOREIGN_SHAPES: Mapping[str, type[ForeignTool]] = {
     "openai": FunctionTool,
-    "openai_flat": FunctionSpec,
+    "openai_flat": FlatFunctionTool,
     "mcp": McpTool,
     "anthropic": AnthropicTool,
 }
@@ -168,21 +173,22 @@ def foreign_arm_fields(tool: ForeignTool) -> dict[str, Any]:
     title: str | None = None
     output: Schema | None = None
     annotations: dict[str, Any] | None = None
-    if isinstance(tool, FunctionTool):
-        tool = tool.function
-    if isinstance(tool, FunctionSpec):
-        schema = tool.parameters
-    elif isinstance(tool, McpTool):
-        schema, output = tool.inputSchema, tool.outputSchema
+    spec: FunctionSpec | McpTool | AnthropicTool = (
+        tool.function if isinstance(tool, FunctionTool) else tool
+    )
+    if isinstance(spec, FunctionSpec):  # the function of either OpenAI shape
+        schema = spec.parameters
+    elif isinstance(spec, McpTool):
+        schema, output = spec.inputSchema, spec.outputSchema
         # One spelling of each hint: MCP's (the 2.x SDK's models say `read_only_hint`).
-        annotations = {to_camel(key): value for key, value in (tool.annotations or {}).items()}
-        title = tool.title or _text(annotations.get("title"))
+        annotations = {to_camel(key): value for key, value in (spec.annotations or {}).items()}
+        title = spec.title or _text(annotations.get("title"))
     else:
-        schema = tool.input_schema
-    description = (tool.description or "").strip() or stand_in_description(tool.name, title, schema)
+        schema = spec.input_schema
+    description = (spec.description or "").strip() or stand_in_description(spec.name, title, schema)
     return {
-        "id": tool.name,
-        "title": title,
+        "id": spec.name,
+        "title": _cut(title, ARM_DESCRIPTION_MAX_CHARS) if title else None,
         "description": _cut(description, ARM_DESCRIPTION_MAX_CHARS),
         "input_schema": schema,
         "output_schema": output,

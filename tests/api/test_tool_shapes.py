@@ -160,9 +160,13 @@ def test_shapes_are_told_apart_in_order_and_read_as_arms() -> None:
 
 
 def test_a_long_foreign_description_is_cut_not_refused() -> None:
-    spec = ArmSpec.model_validate({"name": "long", "description": "word " * 1_000})
+    spec = ArmSpec.model_validate(
+        {"name": "long", "title": "T" * 3_000, "description": "word " * 1_000, "inputSchema": {}}
+    )
     assert len(spec.description) == 2_000
     assert spec.description.endswith("…")
+    assert spec.title is not None
+    assert len(spec.title) == 2_000
 
 
 def test_the_configured_arms_take_the_same_shapes() -> None:
@@ -249,3 +253,15 @@ async def test_the_mcp_servers_plan_tool_takes_the_same_shapes_and_the_same_422(
     block = refused.content[0]
     assert isinstance(block, TextContent)
     assert block.text == f"invalid_request: request.tools.0: {ACCEPTED_SHAPES}; this item has tool"
+
+
+async def test_a_tool_that_is_no_arm_is_named_by_its_place() -> None:
+    tools = [ANTHROPIC_CREDITS, {"name": " padded ", "description": "Spaces around its name"}]
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post("/plan", json={"goal": GOAL, "tools": tools})
+    assert response.status_code == 422
+    (problem,) = response.json()["errors"]
+    assert problem["loc"] == ["body", "tools"]
+    assert problem["message"] == (
+        "Value error, tool 1: id: Value error, an arm id has no leading or trailing spaces"
+    )

@@ -17,7 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+)
 from pydantic_core import PydanticCustomError
 
 from planner_arm.limits import (
@@ -27,7 +35,7 @@ from planner_arm.limits import (
     RESOURCE_PATTERN,
     AnthropicTool,
     ArmSpec,
-    FunctionSpec,
+    FlatFunctionTool,
     FunctionTool,
     McpTool,
     foreign_arm_fields,
@@ -65,18 +73,28 @@ def _known_shape(item: Any) -> Any:
 ToolItem = Annotated[
     Annotated[Tool, Tag("arm")]
     | Annotated[FunctionTool, Tag("openai")]
-    | Annotated[FunctionSpec, Tag("openai_flat")]
+    | Annotated[FlatFunctionTool, Tag("openai_flat")]
     | Annotated[McpTool, Tag("mcp")]
     | Annotated[AnthropicTool, Tag("anthropic")],
     Discriminator(tool_shape),
     BeforeValidator(_known_shape),
 ]
-AnyTool = Tool | FunctionTool | FunctionSpec | McpTool | AnthropicTool
+AnyTool = Tool | FunctionTool | FlatFunctionTool | McpTool | AnthropicTool
 
 
 def arm_specs(tools: Sequence[AnyTool]) -> list[ArmSpec]:
-    """The tools as arms; raises ValueError naming a repeated id."""
-    specs = [_spec(tool) for tool in tools]
+    """The tools as arms; raises ValueError naming a repeated id, or the tool (by its place)
+    that is no arm: an id with spaces around it."""
+    specs = []
+    for index, tool in enumerate(tools):
+        try:
+            specs.append(_spec(tool))
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+                for item in error.errors()
+            )
+            raise ValueError(f"tool {index}: {problems}") from None
     seen: set[str] = set()
     for spec in specs:
         if spec.id in seen:
