@@ -284,3 +284,25 @@ async def test_capabilities_publish_a_configured_tools_own_input_schema() -> Non
     async with running_app(make_settings(llm=False, arms=TOOLS)) as client:
         arms = {arm["id"]: arm for arm in (await client.get("/capabilities")).json()["arms"]}
     assert arms["GetMovieCredit"]["input_schema"] == CREDITS_SCHEMA
+
+
+async def test_one_step_of_a_plan_over_tools_gets_its_arguments_when_the_tools_are_sent() -> None:
+    request = {"goal": "Get the cast of movie 603", "tools": [TOOLS[1]]}
+    async with running_app(make_settings(llm=False)) as client:
+        made = (await client.post("/plan", json=request)).json()
+        over_tools = await client.post(
+            "/plan/specialize", json={"plan_id": made["plan_id"], "step": 1, "tools": TOOLS}
+        )
+        without = await client.post(
+            "/plan/specialize", json={"plan_id": made["plan_id"], "step": 1}
+        )
+        bad = await client.post(
+            "/plan/specialize",
+            json={"plan_id": made["plan_id"], "step": 1, "tools": [{"oops": 1}]},
+        )
+    assert over_tools.status_code == 200, over_tools.text
+    assert over_tools.json()["input"] == {"movie_id": "603", "limit": 10}
+    # Without them, the step's tool is not one the service knows a schema of.
+    assert set(without.json()["input"]) == {"instruction", "inputs_from"}
+    assert bad.status_code == 422
+    assert bad.json()["errors"][0]["message"].startswith("a tool is one of")

@@ -286,12 +286,16 @@ def specialize(
     previous: PlanLike | None = None,
     plan_id: str | None = None,
     goal: str | None = None,
+    tools: Sequence[ToolLike] | None = None,
 ) -> Call[SpecializeResponse]:
-    """POST /plan/specialize: the typed input of `step`'s arm. Give exactly one of
-    `previous` and `plan_id`."""
+    """POST /plan/specialize: the typed input of `step`'s arm, or the arguments of its tool
+    among `tools` (the plan's, as `plan` takes them). Give exactly one of `previous` and
+    `plan_id`."""
     body: dict[str, Any] = {**_one_plan(previous, plan_id), "step": step}
     if goal is not None:
         body["goal"] = goal
+    if tools is not None:
+        body["tools"] = [tool_json(tool) for tool in tools]
     return Call("POST", "/plan/specialize", SpecializeResponse, body)
 
 

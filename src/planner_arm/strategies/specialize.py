@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
 from planner_arm.errors import PlanValidationError, RequestRejected
+from planner_arm.limits import ArmSpec
 from planner_arm.llm.chain import ModelAnswer, Question
 from planner_arm.llm.client import AnswerSchema, Completion
 from planner_arm.llm.usage import Usage
@@ -80,9 +81,9 @@ class StepToFill:
         return rule_tool_input(self.step, self.tool_schema, brief.goal, brief.context)
 
 
-def tool_schemas(job: Job[Any]) -> dict[str, dict[str, Any]]:
-    """The input schema of each arm of the job's that has a usable one (a caller's tools)."""
-    schemas = {arm.id: usable_schema(arm.input_schema) for arm in job.toolbox.box.arms}
+def tool_schemas(arms: Iterable[ArmSpec]) -> dict[str, dict[str, Any]]:
+    """The input schema of each arm that has a usable one (a caller's tools)."""
+    schemas = {arm.id: usable_schema(arm.input_schema) for arm in arms}
     return {arm: schema for arm, schema in schemas.items() if schema is not None}
 
 
@@ -112,7 +113,7 @@ class Specializer:
         steps = response.plan
         by_id = {step.step: step for step in steps}
         earlier = ancestors_of_each(steps)
-        schemas = tool_schemas(job)
+        schemas = tool_schemas(job.toolbox.box.arms)
         work = job.beside()
         slots = asyncio.Semaphore(self.max_concurrency)
         notes: list[tuple[int, PlanNote]] = []
@@ -148,11 +149,17 @@ class Specializer:
         return _with_inputs(response, list(filled_steps), work.usage, warnings, took_ms)
 
     async def one_step(
-        self, job: Job[Any], plan: PlanResponse, number: int, brief: SpecializeBrief
+        self,
+        job: Job[Any],
+        plan: PlanResponse,
+        number: int,
+        brief: SpecializeBrief,
+        tools: Sequence[ArmSpec] | None = None,
     ) -> SpecializeResponse:
-        """The input of step `number` of `plan` (POST /plan/specialize); InvalidPrevious for a
-        plan that is not one to work on (the check /replan and /plan/expand make; any arm),
-        RequestRejected `unknown_step` when the plan has no such step."""
+        """The input of step `number` of `plan` (POST /plan/specialize), over `tools` (the
+        request's; None: the job's arms); InvalidPrevious for a plan that is not one to work
+        on (the check /replan and /plan/expand make; any arm), RequestRejected
+        `unknown_step` when the plan has no such step."""
         check_sent_back(plan.plan)
         by_id = {step.step: step for step in plan.plan}
         step = by_id.get(number)
@@ -160,7 +167,8 @@ class Specializer:
             detail = f"the plan has no step {number} (its steps are {sorted(by_id)})"
             raise RequestRejected(detail, code="unknown_step")
         ids = ancestors(plan.plan, number)
-        schema = tool_schemas(job).get(step.required_arm)
+        arms = job.toolbox.box.arms if tools is None else tools
+        schema = tool_schemas(arms).get(step.required_arm)
         target = StepToFill(step, brief, [by_id[item] for item in sorted(ids)], schema)
         filled = await self.fill(job.quiet(), target)
         return SpecializeResponse(
