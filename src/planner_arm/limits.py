@@ -7,6 +7,7 @@ from it and the Python client imports those models without the service's depende
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -181,7 +182,7 @@ def foreign_arm_fields(tool: ForeignTool) -> dict[str, Any]:
     elif isinstance(spec, McpTool):
         schema, output = spec.inputSchema, spec.outputSchema
         # One spelling of each hint: MCP's (the 2.x SDK's models say `read_only_hint`).
-        annotations = {to_camel(key): value for key, value in (spec.annotations or {}).items()}
+        annotations = {_hint_name(key): value for key, value in (spec.annotations or {}).items()}
         title = spec.title or _text(annotations.get("title"))
     else:
         schema = spec.input_schema
@@ -203,6 +204,11 @@ def stand_in_description(name: str, title: str | None, schema: Schema | None) ->
     properties = (schema or {}).get("properties")
     names = [str(key) for key in properties] if isinstance(properties, Mapping) else []
     return f"{words} (takes {', '.join(names[:20])})" if names else words
+
+
+@functools.lru_cache(maxsize=256)
+def _hint_name(key: str) -> str:
+    return to_camel(key) if "_" in key else key
 
 
 def _text(value: object) -> str | None:
