@@ -162,7 +162,8 @@ def _model_shape(item: BaseModel) -> ToolShape | None:
 def shape_problem(item: object) -> str:
     """What is wrong with an item that is no tool shape: the shapes accepted, and what it had."""
     if isinstance(item, Mapping):
-        keys = ", ".join(str(key) for key in list(item)[:12]) or "no keys"
+        # The caller's own keys, so each is cut short, and a dozen at most.
+        keys = ", ".join(_cut(str(key), 40) for key in list(item)[:12]) or "no keys"
         return f"{ACCEPTED_SHAPES}; this item has {keys}"
     return f"{ACCEPTED_SHAPES}; this item is a {type(item).__name__}, not an object"
 

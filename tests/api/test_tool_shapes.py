@@ -18,7 +18,7 @@ from mcp.types import TextContent
 
 from planner_arm.api.app import create_app
 from planner_arm.config import ConfigError, load_settings
-from planner_arm.limits import ACCEPTED_SHAPES, ArmSpec
+from planner_arm.limits import ACCEPTED_SHAPES, ArmSpec, shape_problem
 from support.app import answer, make_settings, running_app, with_lifespan
 
 GOAL = "Search the movie Titanic by its title, and then get the cast of the movie"
@@ -265,3 +265,11 @@ async def test_a_tool_that_is_no_arm_is_named_by_its_place() -> None:
     assert problem["message"] == (
         "Value error, tool 1: id: Value error, an arm id has no leading or trailing spaces"
     )
+
+
+def test_the_problem_quotes_a_dozen_keys_each_cut_short() -> None:
+    item = {f"{n}{'k' * 100}": n for n in range(20)}
+    keys = shape_problem(item).removeprefix(f"{ACCEPTED_SHAPES}; this item has ").split(", ")
+    assert len(keys) == 12
+    assert keys[0] == "0" + "k" * 38 + "…"
+    assert shape_problem({}) == f"{ACCEPTED_SHAPES}; this item has no keys"
