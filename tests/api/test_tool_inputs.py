@@ -13,8 +13,10 @@ import jsonschema
 import pytest
 import respx
 
+from planner_arm.limits import ArmSpec
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.rules.inputs import rule_tool_input
+from planner_arm.strategies.specialize import tool_schemas
 from support.app import answer, make_settings, running_app
 
 SEARCH_SCHEMA = {
@@ -306,3 +308,11 @@ async def test_one_step_of_a_plan_over_tools_gets_its_arguments_when_the_tools_a
     assert set(without.json()["input"]) == {"instruction", "inputs_from"}
     assert bad.status_code == 422
     assert bad.json()["errors"][0]["message"].startswith("a tool is one of")
+
+
+def test_only_the_schemas_of_the_tools_a_plan_calls_are_read() -> None:
+    arms = [ArmSpec.model_validate(tool) for tool in TOOLS]
+    broken = ArmSpec(id="broken", description="x", input_schema={"type": "object", "required": 3})
+    assert tool_schemas([*arms, broken], {"GetMovieCredit", "broken"}) == {
+        "GetMovieCredit": CREDITS_SCHEMA
+    }

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
@@ -81,9 +81,10 @@ class StepToFill:
         return rule_tool_input(self.step, self.tool_schema, brief.goal, brief.context)
 
 
-def tool_schemas(arms: Iterable[ArmSpec]) -> dict[str, dict[str, Any]]:
-    """The input schema of each arm that has a usable one (a caller's tools)."""
-    schemas = {arm.id: usable_schema(arm.input_schema) for arm in arms}
+def tool_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, dict[str, Any]]:
+    """The input schema of each arm of `used` that has a usable one (a caller's tools); the
+    other arms' schemas are not read (a set may hold 500 tools, a plan a few of them)."""
+    schemas = {arm.id: usable_schema(arm.input_schema) for arm in arms if arm.id in used}
     return {arm: schema for arm, schema in schemas.items() if schema is not None}
 
 
@@ -113,7 +114,7 @@ class Specializer:
         steps = response.plan
         by_id = {step.step: step for step in steps}
         earlier = ancestors_of_each(steps)
-        schemas = tool_schemas(job.toolbox.box.arms)
+        schemas = tool_schemas(job.toolbox.box.arms, {step.required_arm for step in steps})
         work = job.beside()
         slots = asyncio.Semaphore(self.max_concurrency)
         notes: list[tuple[int, PlanNote]] = []
@@ -168,7 +169,7 @@ class Specializer:
             raise RequestRejected(detail, code="unknown_step")
         ids = ancestors(plan.plan, number)
         arms = job.toolbox.box.arms if tools is None else tools
-        schema = tool_schemas(arms).get(step.required_arm)
+        schema = tool_schemas(arms, {step.required_arm}).get(step.required_arm)
         target = StepToFill(step, brief, [by_id[item] for item in sorted(ids)], schema)
         filled = await self.fill(job.quiet(), target)
         return SpecializeResponse(
