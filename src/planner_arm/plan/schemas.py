@@ -298,7 +298,9 @@ class PlanStep(BaseModel):
     input: dict[str, Any] | None = Field(
         None,
         description="Stage 2: the input of the step's arm, valid against that arm's "
-        "input_schema in /capabilities; null until specialised",
+        "input_schema in /capabilities; for a tool with an input schema, the arguments of its "
+        "call, valid against that schema, or {needs, missing, arguments, instruction} when "
+        "some cannot be given; null until specialised",
     )
 
 
