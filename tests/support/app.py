@@ -102,3 +102,13 @@ async def with_lifespan(app: Any) -> AsyncIterator[Any]:
             await app(scope, receive, send)
 
         yield served
+
+
+@asynccontextmanager
+async def app_transport(settings: Settings) -> AsyncIterator[httpx.ASGITransport]:
+    """The app with its lifespan running, as a transport a client can be given."""
+    from planner_arm.api.app import create_app
+
+    app = create_app(settings, http_client=httpx.AsyncClient(), rng=random.Random(7))
+    async with with_lifespan(app) as served:
+        yield httpx.ASGITransport(app=served, raise_app_exceptions=False)

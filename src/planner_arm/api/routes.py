@@ -43,8 +43,8 @@ from planner_arm.plan.endpoint_schemas import (
     ValidateRequest,
     ValidateResponse,
 )
-from planner_arm.plan.inputs import input_schema
 from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse, request_model_for
+from planner_arm.plan.tool_inputs import step_input_schema
 from planner_arm.service.stream import PlanStream
 from planner_arm.service.wiring import service_version
 
@@ -288,7 +288,7 @@ async def capabilities(state: StateDep) -> CapabilitiesResponse:
                 id=a.id,
                 capabilities=a.capabilities,
                 description=a.description,
-                input_schema=input_schema(a.id),
+                input_schema=step_input_schema(a),
             )
             for a in settings.arms
         ],

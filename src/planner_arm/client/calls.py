@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel
 
+from planner_arm.limits import WorkedExample
 from planner_arm.plan.endpoint_schemas import (
     CapabilitiesResponse,
     HealthResponse,
@@ -28,7 +29,13 @@ from planner_arm.plan.schemas import Budget, PlanResponse, PlanStep, Strategy
 # A step's state: the model, its JSON, or just its status ("completed", "failed", ...).
 StepStateLike = StepState | Mapping[str, Any] | str
 PlanLike = PlanResponse | Mapping[str, Any]
+# A tool in any shape the service takes: its JSON, a pydantic model of it (an MCP client
+# session's `mcp.types.Tool`, 1.x or 2.x), or an object with `name` and `inputSchema`.
+ToolLike = object
+ExampleLike = WorkedExample | Mapping[str, Any]
 Answer = TypeVar("Answer", bound=BaseModel)
+# What an MCP tool is made of, read off an object that is neither a mapping nor a model.
+_MCP_TOOL_ATTRIBUTES = ("name", "title", "description", "inputSchema", "outputSchema")
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,37 @@ def _json(value: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
     return dict(value)
 
 
+def tool_json(tool: ToolLike) -> dict[str, Any]:
+    """A tool as the JSON the service reads, whatever shape it is in; the client never
+    imports `mcp`: a model is dumped by its aliases (MCP's `inputSchema`), another object
+    read by MCP's attribute names."""
+    if isinstance(tool, Mapping):
+        return dict(tool)
+    dump = getattr(tool, "model_dump", None)
+    if callable(dump):
+        data = dump(mode="json", by_alias=True, exclude_none=True)
+        if isinstance(data, dict):
+            return data
+    if hasattr(tool, "name") and hasattr(tool, "inputSchema"):
+        data = {key: getattr(tool, key, None) for key in _MCP_TOOL_ATTRIBUTES}
+        data["annotations"] = _plain(getattr(tool, "annotations", None))
+        return {key: value for key, value in data.items() if value is not None}
+    raise TypeError(
+        f"a tool is a mapping, a pydantic model or an object with name and inputSchema, "
+        f"not {type(tool).__name__}"
+    )
+
+
+def _plain(value: Any) -> Any:
+    """Hints as JSON: a model's dump, an object's attributes, or the value itself."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", by_alias=True, exclude_none=True)
+    if value is not None and not isinstance(value, Mapping) and hasattr(value, "__dict__"):
+        return {key: item for key, item in vars(value).items() if item is not None}
+    return value
+
+
 def plan_fields(
     goal: str,
     constraints: Sequence[str] | None = None,
@@ -61,9 +99,15 @@ def plan_fields(
     specialize: bool = False,
     use_cache: bool = True,
     request_id: str | None = None,
+    tools: Sequence[ToolLike] | None = None,
+    examples: Sequence[ExampleLike] | None = None,
 ) -> dict[str, Any]:
     """The /plan body; the fields left out take the service's defaults."""
     body: dict[str, Any] = {"goal": goal}
+    if tools is not None:
+        body["tools"] = [tool_json(tool) for tool in tools]
+    if examples is not None:
+        body["examples"] = [_json(example) for example in examples]
     if constraints is not None:
         body["constraints"] = list(constraints)
     if context is not None:
@@ -116,11 +160,16 @@ def plan(
     idempotency_key: str | None = None,
     max_depth: int | None = None,
     request_id: str | None = None,
+    tools: Sequence[ToolLike] | None = None,
+    examples: Sequence[ExampleLike] | None = None,
 ) -> Call[PlanResponse]:
-    """POST /plan: a validated, executable plan for `goal`."""
+    """POST /plan: a validated, executable plan for `goal`; over `tools` (any shape the
+    service takes, the tools an MCP client session lists among them) instead of the
+    configured arms, with worked `examples`."""
     body = plan_fields(
         goal, constraints, context, strategy=strategy, max_depth=max_depth, budget=budget,
-        specialize=specialize, use_cache=use_cache, request_id=request_id,
+        specialize=specialize, use_cache=use_cache, request_id=request_id, tools=tools,
+        examples=examples,
     )  # fmt: skip
     return Call("POST", "/plan", PlanResponse, body, idempotency_key)
 
@@ -147,13 +196,25 @@ def replan(
     max_replans: int | None = None,
     idempotency_key: str | None = None,
     request_id: str | None = None,
+    tools: Sequence[ToolLike] | None = None,
+    examples: Sequence[ExampleLike] | None = None,
+    specialize: bool = False,
 ) -> Call[PlanResponse]:
     """POST /replan: the plan revised, its finished steps kept. Give exactly one of
     `previous` (the whole plan) and `plan_id` (a stored plan). `step_states` maps a step
-    number (int or str) to a `StepState`, its JSON, or just its status."""
+    number (int or str) to a `StepState`, its JSON, or just its status. `tools`, `examples`
+    and `specialize` as for `plan`."""
     body = {
         **plan_fields(
-            goal, constraints, context, strategy=strategy, budget=budget, request_id=request_id
+            goal,
+            constraints,
+            context,
+            strategy=strategy,
+            budget=budget,
+            request_id=request_id,
+            tools=tools,
+            examples=examples,
+            specialize=specialize,
         ),
         **_one_plan(previous, plan_id),
     }
@@ -194,12 +255,24 @@ def expand(
     budget: Budget | Mapping[str, Any] | None = None,
     idempotency_key: str | None = None,
     request_id: str | None = None,
+    tools: Sequence[ToolLike] | None = None,
+    examples: Sequence[ExampleLike] | None = None,
+    specialize: bool = False,
 ) -> Call[PlanResponse]:
     """POST /plan/expand: a new version of the plan with `step` replaced by its
-    sub-plan. Give exactly one of `previous` and `plan_id`."""
+    sub-plan. Give exactly one of `previous` and `plan_id`. `tools`, `examples` and
+    `specialize` as for `plan`."""
     body = {
         **plan_fields(
-            goal, constraints, context, strategy=strategy, budget=budget, request_id=request_id
+            goal,
+            constraints,
+            context,
+            strategy=strategy,
+            budget=budget,
+            request_id=request_id,
+            tools=tools,
+            examples=examples,
+            specialize=specialize,
         ),
         **_one_plan(previous, plan_id),
         "step": step,
@@ -213,12 +286,16 @@ def specialize(
     previous: PlanLike | None = None,
     plan_id: str | None = None,
     goal: str | None = None,
+    tools: Sequence[ToolLike] | None = None,
 ) -> Call[SpecializeResponse]:
-    """POST /plan/specialize: the typed input of `step`'s arm. Give exactly one of
-    `previous` and `plan_id`."""
+    """POST /plan/specialize: the typed input of `step`'s arm, or the arguments of its tool
+    among `tools` (the plan's, as `plan` takes them). Give exactly one of `previous` and
+    `plan_id`."""
     body: dict[str, Any] = {**_one_plan(previous, plan_id), "step": step}
     if goal is not None:
         body["goal"] = goal
+    if tools is not None:
+        body["tools"] = [tool_json(tool) for tool in tools]
     return Call("POST", "/plan/specialize", SpecializeResponse, body)
 
 

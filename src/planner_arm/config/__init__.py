@@ -319,4 +319,4 @@ def default_settings_dict() -> dict[str, Any]:
     return data
 
 
-_TOOL_ONLY = {"input_schema", "consumes", "produces"}
+_TOOL_ONLY = {"input_schema", "consumes", "produces", "title", "output_schema", "annotations"}

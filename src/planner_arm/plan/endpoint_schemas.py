@@ -18,6 +18,7 @@ from planner_arm.plan.schemas import (
     RequestId,
     limited_fields,
 )
+from planner_arm.plan.tools import ToolItem
 
 StepStatus = Literal["completed", "running", "failed", "pending", "skipped"]
 # Kept exactly as they were by every replan.
@@ -170,11 +171,17 @@ class SpecializeRequest(OfAPlan):
         "keys win, the others are added",
     )
     request_id: RequestId | None = None
+    tools: list[ToolItem] | None = Field(
+        None,
+        min_length=1,
+        description="The tools the plan is over, as /plan takes them, when they are not the "
+        "configured arms: a tool step's input is then the arguments its input schema takes",
+    )
 
     @model_validator(mode="after")
     def _as_plan_request_takes_them(self) -> Self:
         # The limits of /plan's fields, checked by /plan's own validators.
-        fields = {"constraints": self.constraints, "context": self.context}
+        fields = {"constraints": self.constraints, "context": self.context, "tools": self.tools}
         given = {key: value for key, value in fields.items() if value is not None}
         if given:
             checked = PlanRequest.model_validate({"goal": "-", **given})

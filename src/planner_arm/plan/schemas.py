@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from planner_arm.limits import ArmSpec, LimitsSettings, WorkedExample
-from planner_arm.plan.tools import ToolItem, arm_specs, tool_set_key
+from planner_arm.plan.tools import ToolItem, arm_specs, tool_set_key, undescribed
 
 
 def context_depth_exceeds(value: Any, limit: int) -> bool:
@@ -167,14 +167,18 @@ class PlanRequest(BaseModel):
         "ignore it",
     )
     specialize: bool = Field(
-        False, description="Fill each step's `input`: the typed input of its arm (stage 2)"
+        False,
+        description="Fill each step's `input`: the typed input of its arm, or the arguments "
+        "of its tool's call, valid against the tool's input schema (stage 2)",
     )
     tools: list[ToolItem] | None = Field(
         None,
         min_length=1,
         description="The tools to plan over for this request, replacing the configured arms: "
-        "each in the arm shape (id, description, optional input_schema, consumes, produces) "
-        "or the OpenAI function-tool shape",
+        "each in the arm shape (id, description, optional input_schema, consumes, produces), "
+        "the OpenAI function-tool shape, an MCP tool as tools/list gives it (name, title, "
+        "description, inputSchema, outputSchema, annotations) or Anthropic's (name, "
+        "description, input_schema)",
     )
 
     examples: list[WorkedExample] | None = Field(
@@ -216,6 +220,15 @@ class PlanRequest(BaseModel):
             return None
         specs = arm_specs(self.tools)
         return tool_set_key(specs), specs
+
+    @property
+    def tool_warnings(self) -> list[str]:
+        """What the answer says of the request's tools: those sent without a description."""
+        names = undescribed(self.tools or [])
+        if not names:
+            return []
+        listed = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+        return [f"tool_without_description: planned from name and parameters: {listed}"]
 
     @field_validator("goal")
     @classmethod
@@ -285,7 +298,9 @@ class PlanStep(BaseModel):
     input: dict[str, Any] | None = Field(
         None,
         description="Stage 2: the input of the step's arm, valid against that arm's "
-        "input_schema in /capabilities; null until specialised",
+        "input_schema in /capabilities; for a tool with an input schema, the arguments of its "
+        "call, valid against that schema, or {needs, missing, arguments, instruction} when "
+        "some cannot be given; null until specialised",
     )
 
 

@@ -99,12 +99,18 @@ class ToolSetFacts:
     descriptions: Mapping[str, str]
     nouns: Mapping[str, str]
     words: ToolWords
+    # The tools that say they destroy or overwrite: called when asked for, never added to
+    # make what another step needs.
+    destructive: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, specs: Sequence[ArmSpec]) -> ToolSetFacts:
         traits = _with_name_needs({spec.id: read_traits(spec) for spec in specs})
+        destructive = frozenset(spec.id for spec in specs if spec.destructive())
         makers: dict[str, list[str]] = {}
         for tool, own in traits.items():
+            if tool in destructive:
+                continue
             for key in own.yields:
                 makers.setdefault(key, []).append(tool)
         # A needed id is usually of something that exists, to be looked up: finders first.
@@ -113,7 +119,8 @@ class ToolSetFacts:
             for key, tools in makers.items()
         }
         descriptions = {spec.id: spec.description for spec in specs}
-        return cls(traits, ordered, descriptions, _nouns(specs), ToolWords(specs))
+        words = ToolWords(specs)
+        return cls(traits, ordered, descriptions, _nouns(specs), words, destructive)
 
 
 class ToolGraph:
@@ -176,6 +183,7 @@ class ToolGraph:
             then: first
             for then, (linked, first) in best.items()
             if linked >= max(MIN_EVIDENCE, USUAL_SHARE * calls.get(then, 0))
+            and first not in self.facts.destructive
         }
 
     def doubts(self, tool: str, key: str) -> bool:

@@ -164,9 +164,11 @@ def _ids(spec: ArmSpec, about: Sequence[str]) -> tuple[list[str], list[str], lis
     produced = [_resource(resource) for resource in spec.produces]
     described_needs, described_yields = described_ids(spec.description, about)
     fetched = [key for key, is_id in declared if is_id]
-    fetched += [*_schema_needs(spec.input_schema, about), *described_needs]
+    fetched += [*_schema_ids(spec.input_schema, about, required_only=True), *described_needs]
     needs = [*(key for key, _ in declared), *fetched]
-    yields = [*(key for key, _ in produced), *described_yields]
+    # What its result holds (an MCP tool's outputSchema): the ids there, at any level.
+    output_ids = _schema_ids(spec.output_schema, about, required_only=False)
+    yields = [*(key for key, _ in produced), *described_yields, *output_ids]
     identified = {key for key, is_id in produced if is_id} | set(fetched) | set(described_yields)
     return needs, fetched, yields, identified
 
@@ -183,18 +185,13 @@ def _resource(resource: str) -> tuple[str, bool]:
     return entity_key(noun), is_id
 
 
-def _schema_needs(schema: Mapping[str, Any] | None, about: Sequence[str]) -> list[str]:
-    """The ids a tool's input schema asks for (`movie_id`), the required ones first; only
-    those when the schema says which are required."""
-    if not isinstance(schema, Mapping):
-        return []
-    properties = schema.get("properties")
-    if not isinstance(properties, Mapping):
-        return []
-    required = schema.get("required")
-    names = [name for name in properties if isinstance(name, str)]
-    if isinstance(required, list):
-        names = [name for name in required if name in names]
+def _schema_ids(
+    schema: Mapping[str, Any] | None, about: Sequence[str], *, required_only: bool
+) -> list[str]:
+    """The ids a schema's properties name (`movie_id`). An input schema's: only the required
+    ones when it says which. An output schema's: every one, in its objects and the items of
+    its lists too (a search yields `{"results": [{"movie_id": ...}]}`)."""
+    names = _property_names(schema, required_only, depth=0 if required_only else 3)
     keys: list[str] = []
     for name in names:
         words = [word for word in tokens(name) if word not in _SENTENCE_END]
@@ -205,6 +202,26 @@ def _schema_needs(schema: Mapping[str, Any] | None, about: Sequence[str]) -> lis
         elif about:
             keys.append(about[0])
     return keys
+
+
+def _property_names(schema: Any, required_only: bool, depth: int) -> list[str]:
+    """The property names of an object schema, and (`depth` levels down) of the objects it
+    holds and the items of its lists."""
+    if not isinstance(schema, Mapping):
+        return []
+    if isinstance(schema.get("items"), Mapping):
+        schema = schema["items"]
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return []
+    names = [name for name in properties if isinstance(name, str)]
+    required = schema.get("required")
+    if required_only and isinstance(required, list):
+        names = [name for name in required if name in names]
+    if depth > 0:
+        for name in list(properties):
+            names += _property_names(properties[name], required_only, depth - 1)
+    return names
 
 
 def described_ids(description: str, about: Sequence[str]) -> tuple[list[str], list[str]]:

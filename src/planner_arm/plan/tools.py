@@ -1,10 +1,11 @@
 """The caller's own tools: the shapes a request may send them in, and finding the right ones.
 
-A request's `tools` replace the configured arms for that request. Each item is either our arm
-shape (`id`, `description`, optional `input_schema`, `consumes`, `produces`) or the OpenAI
-function-tool shape (`{"type": "function", "function": {"name", "description",
-"parameters"}}`); both become `ArmSpec`s. Pydantic only: the client imports these models.
-Ranking tools against a text is `plan/tool_index.py`.
+A request's `tools` replace the configured arms for that request. Each item is our arm shape
+(`id`, `description`, optional `input_schema`, `consumes`, `produces`), the OpenAI
+function-tool shape, an MCP tool as `tools/list` gives it or an Anthropic tool (the shapes the
+configuration's arms take too: `limits.py`); each is told by its keys (`tool_shape`), so an
+item of no shape is one problem that names the shapes. All become `ArmSpec`s. Pydantic only:
+the client imports these models. Ranking tools against a text is `plan/tool_index.py`.
 """
 
 from __future__ import annotations
@@ -14,16 +15,35 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+)
+from pydantic_core import PydanticCustomError
 
 from planner_arm.limits import (
     ARM_DESCRIPTION_MAX_CHARS,
     ARM_ID_MAX_CHARS,
     ARM_ID_PATTERN,
     RESOURCE_PATTERN,
+    AnthropicTool,
     ArmSpec,
+    FlatFunctionTool,
+    FunctionTool,
+    McpTool,
+    foreign_arm_fields,
+    shape_problem,
+    tool_shape,
+)
+from planner_arm.limits import (
+    name_words as name_words,
 )
 
 ToolId = Annotated[str, Field(min_length=1, max_length=ARM_ID_MAX_CHARS, pattern=ARM_ID_PATTERN)]
@@ -43,29 +63,38 @@ class Tool(BaseModel):
     produces: list[Resource] = Field(default_factory=list, max_length=16)
 
 
-class FunctionSpec(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    name: ToolId
-    description: Description
-    parameters: dict[str, Any] | None = None
-
-
-class FunctionTool(BaseModel):
-    """A tool in the OpenAI function-tool shape."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    type: Literal["function"]
-    function: FunctionSpec
+def _known_shape(item: Any) -> Any:
+    # One problem per item of no shape, instead of one per field of every shape it is not.
+    if tool_shape(item) is None:
+        raise PydanticCustomError("tool_shape", "{problem}", {"problem": shape_problem(item)})
+    return item
 
 
-ToolItem = Tool | FunctionTool
+ToolItem = Annotated[
+    Annotated[Tool, Tag("arm")]
+    | Annotated[FunctionTool, Tag("openai")]
+    | Annotated[FlatFunctionTool, Tag("openai_flat")]
+    | Annotated[McpTool, Tag("mcp")]
+    | Annotated[AnthropicTool, Tag("anthropic")],
+    Discriminator(tool_shape),
+    BeforeValidator(_known_shape),
+]
+AnyTool = Tool | FunctionTool | FlatFunctionTool | McpTool | AnthropicTool
 
 
-def arm_specs(tools: Sequence[ToolItem]) -> list[ArmSpec]:
-    """The tools as arms; raises ValueError naming a repeated id."""
-    specs = [_spec(tool) for tool in tools]
+def arm_specs(tools: Sequence[AnyTool]) -> list[ArmSpec]:
+    """The tools as arms; raises ValueError naming a repeated id, or the tool (by its place)
+    that is no arm: an id with spaces around it."""
+    specs = []
+    for index, tool in enumerate(tools):
+        try:
+            specs.append(_spec(tool))
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+                for item in error.errors()
+            )
+            raise ValueError(f"tool {index}: {problems}") from None
     seen: set[str] = set()
     for spec in specs:
         if spec.id in seen:
@@ -74,34 +103,32 @@ def arm_specs(tools: Sequence[ToolItem]) -> list[ArmSpec]:
     return specs
 
 
-def _spec(tool: ToolItem) -> ArmSpec:
-    if isinstance(tool, FunctionTool):
-        function = tool.function
+def _spec(tool: AnyTool) -> ArmSpec:
+    if isinstance(tool, Tool):
         return ArmSpec(
-            id=function.name, description=function.description, input_schema=function.parameters
+            id=tool.id,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            consumes=tool.consumes,
+            produces=tool.produces,
         )
-    return ArmSpec(
-        id=tool.id,
-        description=tool.description,
-        input_schema=tool.input_schema,
-        consumes=tool.consumes,
-        produces=tool.produces,
-    )
+    return ArmSpec(**foreign_arm_fields(tool))
+
+
+def undescribed(tools: Sequence[AnyTool]) -> list[str]:
+    """The names of the tools sent without a description (planned from name and parameters)."""
+    names = []
+    for tool in tools:
+        spec = tool.function if isinstance(tool, FunctionTool) else tool
+        if not isinstance(spec, Tool) and not (spec.description or "").strip():
+            names.append(spec.name)
+    return names
 
 
 def tool_set_key(specs: Sequence[ArmSpec]) -> str:
     """A digest of a tool set's content: the same tools, the same key."""
     text = json.dumps([spec.model_dump(mode="json") for spec in specs], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_NOT_WORD = re.compile(r"[^0-9a-zA-Z]+")
-
-
-def name_words(name: str) -> str:
-    """A tool name as words: `GetMovieCredit` and `get_movie_credit` are "get movie credit"."""
-    return " ".join(_NOT_WORD.sub(" ", _CAMEL.sub(" ", name)).lower().split())
 
 
 # Verbs a request's pieces of work open with: a comma before one starts a new piece.

@@ -1,6 +1,7 @@
 """The rule-based input of a step: always valid against its arm's schema, no model needed.
 
-Derived from the step alone: its action, acceptance criteria, arm and dependencies. The
+Derived from the step alone: its action, acceptance criteria, arm and dependencies; a tool
+step's arguments also from the request's goal and context (`rule_tool_input`). The
 executor's command is a command-looking span of the action (in backticks or quotes, or after
 "run"), else a harmless `echo` that says what to do, so a rule never invents a command that
 changes anything. Outputs are named only of steps the step depends on.
@@ -9,8 +10,10 @@ changes anything. Outputs are named only of steps the step depends on.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
+from planner_arm.errors import PlanValidationError
 from planner_arm.plan.inputs import (
     MAX_INPUTS_FROM,
     MAX_ITEM_CHARS,
@@ -19,7 +22,10 @@ from planner_arm.plan.inputs import (
     check_input,
     reference,
 )
+from planner_arm.plan.lexicon import word_set
 from planner_arm.plan.schemas import PlanStep
+from planner_arm.plan.tool_inputs import check_tool_input, needs_input, schema_problems
+from planner_arm.plan.tool_traits import ID_WORDS, tokens
 
 _QUOTED = re.compile(r"`([^`\n]{2,200})`|\"([^\"\n]{2,200})\"|'([^'\n]{2,200})'")
 _RUN = re.compile(
@@ -148,3 +154,117 @@ def rule_input(step: PlanStep) -> dict[str, Any]:
     """A valid input for `step`, whatever its arm (a configured arm gets GenericInput's)."""
     # Checked like a model's answer: a rule that broke the schema is a bug worth a loud error.
     return check_input(step.required_arm, _raw_input(step), frozenset(step.depends_on))
+
+
+# Arguments that say what to look for or do: the step's own words fill one.
+_TEXT_ARGUMENTS = word_set(
+    "query q search search_query keywords text prompt question instruction instructions task"
+)
+_ABSENT = object()
+
+
+def rule_tool_input(
+    step: PlanStep, schema: Mapping[str, Any], goal: str | None, context: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The arguments of a tool step by rule, valid against the tool's `schema`: each required
+    argument (and each optional one the context names) from the request's context (by name:
+    `movie_id`, `movieId`), a `const`, a single `enum` value or a `default`, an id the goal or
+    the action gives ("movie 603"), the step's words for a query, or the output of the step
+    it depends on for an id; else the `needs` input naming the required arguments missing."""
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    required = [name for name in schema.get("required") or [] if isinstance(name, str)]
+    texts = [step.action, goal or ""]
+    deps = _deps(step)
+    arguments: dict[str, Any] = {}
+    for name, spec in properties.items():
+        spec = spec if isinstance(spec, Mapping) else {}
+        found = _from_context(name, spec, context)
+        if found is _ABSENT and name in required:
+            found = _by_rule(name, spec, step.required_arm, texts, deps)
+        if found is not _ABSENT:
+            arguments[name] = found
+    missing = [name for name in required if name not in arguments]
+    if not missing:
+        try:
+            return check_tool_input(schema, arguments, frozenset(deps))
+        except PlanValidationError:
+            missing = required
+    return needs_input(missing, arguments, _text(step.action))
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", name.lower())
+
+
+def _fits(spec: Mapping[str, Any], value: Any) -> bool:
+    return not schema_problems(spec, value)
+
+
+def _candidates(value: Any) -> list[Any]:
+    """A value as given, and as the other type a caller often means (42 and "42")."""
+    if isinstance(value, bool):
+        return [value]
+    if isinstance(value, int | float):
+        return [value, str(value)]
+    if isinstance(value, str) and re.fullmatch(r"-?\d{1,18}", value.strip()):
+        return [value, int(value.strip())]
+    return [value]
+
+
+def _first_fit(spec: Mapping[str, Any], values: list[Any]) -> Any:
+    return next((value for value in values if _fits(spec, value)), _ABSENT)
+
+
+def _from_context(name: str, spec: Mapping[str, Any], context: Mapping[str, Any]) -> Any:
+    wanted = _key(name)
+    for key, value in context.items():
+        if isinstance(key, str) and _key(key) == wanted:
+            return _first_fit(spec, _candidates(value))
+    return _ABSENT
+
+
+def _by_rule(
+    name: str, spec: Mapping[str, Any], tool: str, texts: list[str], deps: list[int]
+) -> Any:
+    fixed = _fixed(spec)
+    if fixed is not _ABSENT:
+        return fixed
+    words = tokens(name)
+    if words and words[-1] in ID_WORDS:
+        return _id_argument(words, spec, tool, texts, deps)
+    if _key(name) in {_key(word) for word in _TEXT_ARGUMENTS}:
+        return _first_fit(spec, [_cut(texts[0], MAX_TEXT_CHARS)])
+    return _ABSENT
+
+
+def _id_argument(
+    words: list[str], spec: Mapping[str, Any], tool: str, texts: list[str], deps: list[int]
+) -> Any:
+    """An id the texts give for its noun (a bare `id`: the last noun of the tool's name),
+    else the output of the nearest step the step depends on."""
+    nouns = words[:-1] or [word for word in tokens(tool) if word not in ID_WORDS][-1:]
+    given = [value for noun in nouns for text in texts for value in _given_ids(noun, text)]
+    found = _first_fit(spec, [item for value in given for item in _candidates(value)])
+    if found is _ABSENT and deps:
+        found = _first_fit(spec, [reference(deps[-1])])
+    return found
+
+
+def _fixed(spec: Mapping[str, Any]) -> Any:
+    """The one value the schema allows or offers: `const`, a single `enum`, a `default`."""
+    if "const" in spec:
+        return spec["const"]
+    enum = spec.get("enum")
+    if isinstance(enum, list) and len(enum) == 1:
+        return enum[0]
+    return spec.get("default", _ABSENT)
+
+
+def _given_ids(noun: str, text: str) -> list[str]:
+    """The ids of `noun` a text gives: "movie 603", "order #A-1", "ticket id T-4471"."""
+    pattern = (
+        rf"\b{re.escape(noun)}s?(?:\s+(?:id|number|no\.?))?\s*[:#]?\s*[\"']?"
+        r"([A-Za-z]*[-_]?\d[\w-]*)"
+    )
+    return [match.group(1) for match in re.finditer(pattern, text, re.IGNORECASE)]

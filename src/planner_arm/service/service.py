@@ -43,6 +43,7 @@ from planner_arm.plan.endpoint_schemas import (
     ValidationProblem,
 )
 from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse
+from planner_arm.plan.tools import arm_specs
 from planner_arm.plan.validation import PlanRules
 from planner_arm.principal import ANONYMOUS, Principal
 from planner_arm.service.cache import CachingPlanner
@@ -271,7 +272,8 @@ class PlanService:
             )
         brief, overruled = specialize_brief(body, stored)
         job = job_of(body, request_id, records, self.toolboxes.configured.plain)
-        answer = await self.specializer.one_step(job, plan, body.step, brief)
+        tools = arm_specs(body.tools) if body.tools else None
+        answer = await self.specializer.one_step(job, plan, body.step, brief, tools)
         if overruled:
             detail = f"the stored request's {' and '.join(overruled)} were used, not the body's"
             unread.append(PlanNote(code="stored_request_used", detail=detail))
@@ -444,7 +446,7 @@ def job_of(
     """The job of one request: the principal's, within the request's deadline (`records`),
     its model calls on a bill of their own with the caller's cap on dollars (`cap_usd`)."""
     usage = Usage(records.owner.id, cap_usd)
-    return Job(
+    job = Job(
         request,
         request_id,
         records.deadline,
@@ -453,6 +455,10 @@ def job_of(
         principal=records.owner,
         listener=listener,
     )
+    if isinstance(request, PlanRequest):
+        for warning in request.tool_warnings:
+            job.notes.warn_once(warning)
+    return job
 
 
 def specialize_brief(

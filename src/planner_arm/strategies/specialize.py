@@ -16,11 +16,13 @@ the answer's `metadata.attempts` and `estimated_cost`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
 from planner_arm.errors import PlanValidationError, RequestRejected
+from planner_arm.limits import ArmSpec
 from planner_arm.llm.chain import ModelAnswer, Question
 from planner_arm.llm.client import AnswerSchema, Completion
 from planner_arm.llm.usage import Usage
@@ -30,13 +32,10 @@ from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.dag import ancestors, ancestors_of_each
 from planner_arm.plan.edited import check_sent_back
 from planner_arm.plan.endpoint_schemas import SpecializeResponse
-from planner_arm.plan.inputs import (
-    check_input,
-    input_model,
-    input_schema,
-)
+from planner_arm.plan.inputs import check_input, input_schema
 from planner_arm.plan.schemas import EstimatedCost, PlanNote, PlanResponse, PlanStep
-from planner_arm.rules.inputs import rule_input
+from planner_arm.plan.tool_inputs import check_tool_input, usable_schema
+from planner_arm.rules.inputs import rule_input, rule_tool_input
 from planner_arm.strategies.answering import Answers
 from planner_arm.strategies.job import Job
 from planner_arm.strategies.prompts import SpecializeBrief, specialize_messages, specialize_repair
@@ -56,16 +55,42 @@ class FilledInput:
 
 @dataclass(frozen=True)
 class StepToFill:
-    """What a filler needs to know about one step: it, the plan's goal and the steps it may
-    read (those it depends on, directly or not)."""
+    """What a filler needs to know about one step: it, the plan's goal, the steps it may
+    read (those it depends on, directly or not) and, for a tool that has one, the JSON
+    Schema of its arguments (None: the arm's own input model)."""
 
     step: PlanStep
     brief: SpecializeBrief
     earlier: Sequence[PlanStep]
+    tool_schema: dict[str, Any] | None = None
 
     @property
     def earlier_ids(self) -> frozenset[int]:
         return frozenset(item.step for item in self.earlier)
+
+    def checked(self, data: object) -> dict[str, Any]:
+        """`data` as this step's input, or PlanValidationError `invalid_input`."""
+        if self.tool_schema is not None:
+            return check_tool_input(self.tool_schema, data, self.earlier_ids)
+        return check_input(self.step.required_arm, data, self.earlier_ids)
+
+    def by_rule(self) -> dict[str, Any]:
+        if self.tool_schema is None:
+            return rule_input(self.step)
+        brief = self.brief
+        return rule_tool_input(self.step, self.tool_schema, brief.goal, brief.context)
+
+
+def tool_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, dict[str, Any]]:
+    """The input schema of each arm of `used` that has a usable one (a caller's tools); the
+    other arms' schemas are not read (a set may hold 500 tools, a plan a few of them)."""
+    schemas = {arm.id: usable_schema(arm.input_schema) for arm in arms if arm.id in used}
+    return {arm: schema for arm, schema in schemas.items() if schema is not None}
+
+
+def _answer_schema_name(arm: str) -> str:
+    # A response format's name is letters, digits, `_` and `-`, at most 64 of them.
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{arm}_input")[:64]
 
 
 @dataclass
@@ -89,6 +114,7 @@ class Specializer:
         steps = response.plan
         by_id = {step.step: step for step in steps}
         earlier = ancestors_of_each(steps)
+        schemas = tool_schemas(job.toolbox.box.arms, {step.required_arm for step in steps})
         work = job.beside()
         slots = asyncio.Semaphore(self.max_concurrency)
         notes: list[tuple[int, PlanNote]] = []
@@ -98,15 +124,18 @@ class Specializer:
             if step.step in finished:
                 return step
             ids = earlier.get(step.step, frozenset())
+            target = StepToFill(
+                step,
+                brief,
+                [by_id[number] for number in sorted(ids)],
+                schemas.get(step.required_arm),
+            )
             if step.input is not None:
                 try:
-                    return step.model_copy(
-                        update={"input": check_input(step.required_arm, step.input, ids)}
-                    )
+                    return step.model_copy(update={"input": target.checked(step.input)})
                 except PlanValidationError as problem:
                     detail = f"step {step.step}: {problem.detail}"[:500]
                     notes.append((step.step, PlanNote(code="input_replaced", detail=detail)))
-            target = StepToFill(step, brief, [by_id[number] for number in sorted(ids)])
             async with slots:
                 filled = await self.fill(work, target)
             if filled.reason is not None:
@@ -121,11 +150,17 @@ class Specializer:
         return _with_inputs(response, list(filled_steps), work.usage, warnings, took_ms)
 
     async def one_step(
-        self, job: Job[Any], plan: PlanResponse, number: int, brief: SpecializeBrief
+        self,
+        job: Job[Any],
+        plan: PlanResponse,
+        number: int,
+        brief: SpecializeBrief,
+        tools: Sequence[ArmSpec] | None = None,
     ) -> SpecializeResponse:
-        """The input of step `number` of `plan` (POST /plan/specialize); InvalidPrevious for a
-        plan that is not one to work on (the check /replan and /plan/expand make; any arm),
-        RequestRejected `unknown_step` when the plan has no such step."""
+        """The input of step `number` of `plan` (POST /plan/specialize), over `tools` (the
+        request's; None: the job's arms); InvalidPrevious for a plan that is not one to work
+        on (the check /replan and /plan/expand make; any arm), RequestRejected
+        `unknown_step` when the plan has no such step."""
         check_sent_back(plan.plan)
         by_id = {step.step: step for step in plan.plan}
         step = by_id.get(number)
@@ -133,7 +168,9 @@ class Specializer:
             detail = f"the plan has no step {number} (its steps are {sorted(by_id)})"
             raise RequestRejected(detail, code="unknown_step")
         ids = ancestors(plan.plan, number)
-        target = StepToFill(step, brief, [by_id[item] for item in sorted(ids)])
+        arms = job.toolbox.box.arms if tools is None else tools
+        schema = tool_schemas(arms, {step.required_arm}).get(step.required_arm)
+        target = StepToFill(step, brief, [by_id[item] for item in sorted(ids)], schema)
         filled = await self.fill(job.quiet(), target)
         return SpecializeResponse(
             plan_id=plan.plan_id,
@@ -150,7 +187,7 @@ class Specializer:
         """The step's input within the job's deadline and bill: the model's when it gives a
         valid one, else the rule's."""
         if not self.answers.configured:
-            return self._counted(FilledInput(rule_input(target.step), "rule"))
+            return self._counted(FilledInput(target.by_rule(), "rule"))
         outcome = await self.answers.ask(job, self._question(target))
         if isinstance(outcome, ModelAnswer):
             return self._counted(FilledInput(outcome.value, "llm", outcome.model))
@@ -159,37 +196,43 @@ class Specializer:
         why = f"{reason}: {outcome.detail}"
         if outcome.errors:
             why += f": {'; '.join(outcome.errors)}"[:300]
-        return self._counted(FilledInput(rule_input(target.step), "rule", None, why))
+        return self._counted(FilledInput(target.by_rule(), "rule", None, why))
 
     def _question(self, target: StepToFill) -> Question[dict[str, Any]]:
         step = target.step
-        schema = input_schema(step.required_arm)
-        model = input_model(step.required_arm)
-        earlier = target.earlier_ids
+        schema = target.tool_schema or input_schema(step.required_arm)
+        fields = _field_names(schema)
 
         def read(completion: Completion) -> dict[str, Any]:
             data, _ = extract_json(completion.content, truncated=completion.truncated)
-            # A model that wraps the object ({"input": {...}}) said the right thing.
-            if (
-                isinstance(data, dict)
-                and set(data) == {"input"}
-                and isinstance(data["input"], dict)
-                and "input" not in model.model_fields
-            ):
-                data = data["input"]
-            return check_input(step.required_arm, data, earlier)
+            # A model that wraps the object ({"input": {...}}, {"arguments": {...}}) said the
+            # right thing.
+            if isinstance(data, dict) and len(data) == 1:
+                ((key, inner),) = data.items()
+                if key in _WRAPPERS and isinstance(inner, dict) and key not in fields:
+                    data = inner
+            return target.checked(data)
 
         return Question(
             specialize_messages(step.required_arm, schema, target.brief, step, target.earlier),
             read,
             specialize_repair,
-            answer_schema=AnswerSchema(f"{step.required_arm}_input", schema),
+            answer_schema=AnswerSchema(_answer_schema_name(step.required_arm), schema),
             light=True,
         )
 
     def _counted(self, filled: FilledInput) -> FilledInput:
         self.metrics.child(self.metrics.specializations, filled.source).inc()
         return filled
+
+
+# The keys a model wraps an input in.
+_WRAPPERS = frozenset({"input", "arguments"})
+
+
+def _field_names(schema: Mapping[str, Any]) -> frozenset[str]:
+    properties = schema.get("properties")
+    return frozenset(properties) if isinstance(properties, Mapping) else frozenset()
 
 
 def _by_rule_note(step: PlanStep, filled: FilledInput) -> PlanNote:

@@ -1,0 +1,318 @@
+"""Step inputs over the caller's tools (`"specialize": true`): each step's `input` is the
+arguments of its call, valid against the tool's own input schema: the model's (asked with
+the schema, its answer checked with jsonschema, repaired once), else by rule from the
+request's context and goal and the steps before, else `needs` naming what is missing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+import respx
+
+from planner_arm.limits import ArmSpec
+from planner_arm.plan.schemas import PlanStep
+from planner_arm.rules.inputs import rule_tool_input
+from planner_arm.strategies.specialize import tool_schemas
+from support.app import answer, make_settings, running_app
+
+SEARCH_SCHEMA = {
+    "type": "object",
+    "properties": {"title": {"type": "string"}, "year": {"type": "integer"}},
+    "required": ["title"],
+}
+CREDITS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "movie_id": {"type": "string"},
+        "language": {"type": "string", "enum": ["en", "fr"]},
+        "limit": {"type": "integer", "default": 10},
+    },
+    "required": ["movie_id", "limit"],
+    "additionalProperties": False,
+}
+TOOLS = [
+    {
+        "name": "search_movie",
+        "description": "Search movies by title and return their ids",
+        "inputSchema": SEARCH_SCHEMA,
+    },
+    {
+        "name": "GetMovieCredit",
+        "description": "Get the cast and crew of a movie by its movie id",
+        "inputSchema": CREDITS_SCHEMA,
+    },
+]
+SCHEMAS = {"search_movie": SEARCH_SCHEMA, "GetMovieCredit": CREDITS_SCHEMA}
+GOAL = "Search the movie Titanic by its title, and then get the cast of the movie"
+PLAN = {
+    "plan": [
+        {"step": 1, "tool": "search_movie", "action": "find Titanic", "depends_on": []},
+        {"step": 2, "tool": "GetMovieCredit", "action": "list the cast", "depends_on": [1]},
+    ]
+}
+
+
+def _system(request: httpx.Request) -> str:
+    return str(json.loads(request.content)["messages"][0]["content"])
+
+
+class Model:
+    """The model: the plan, then each step's input from `inputs` (by tool, in turn)."""
+
+    def __init__(self, inputs: dict[str, list[Any]]) -> None:
+        self.inputs = inputs
+        self.asked: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        system = _system(request)
+        if "You prepare the input" not in system:
+            return answer(PLAN)
+        tool = next(name for name in self.inputs if f"`{name}`" in system)
+        self.asked.append(tool)
+        return answer(self.inputs[tool].pop(0))
+
+
+def _inputs(body: dict[str, Any]) -> dict[str, Any]:
+    return {step["required_arm"]: step["input"] for step in body["plan"]}
+
+
+def _warnings(body: dict[str, Any]) -> dict[str, str]:
+    return {note["code"]: note["detail"] for note in body["metadata"]["warnings"]}
+
+
+async def test_the_model_writes_arguments_valid_against_each_tools_schema(
+    chat_route: respx.Route,
+) -> None:
+    model = Model(
+        {
+            "search_movie": [{"title": "Titanic"}],
+            # Wrapped, with a key the schema does not name: unwrapped, and the key dropped.
+            "GetMovieCredit": [
+                {"arguments": {"movie_id": "{{steps.1.output}}", "limit": 5, "inputs_from": [1]}}
+            ],
+        }
+    )
+    chat_route.side_effect = model
+    async with running_app(make_settings()) as client:
+        response = await client.post(
+            "/plan", json={"goal": GOAL, "tools": TOOLS, "specialize": True}
+        )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert _inputs(body) == {
+        "search_movie": {"title": "Titanic"},
+        "GetMovieCredit": {"movie_id": "{{steps.1.output}}", "limit": 5},
+    }
+    # Each input call showed the model its tool's own schema.
+    systems = [_system(call.request) for call in chat_route.calls[1:]]
+    assert any(json.dumps(CREDITS_SCHEMA, separators=(",", ":")) in text for text in systems)
+    assert "input_by_rule" not in _warnings(body)
+
+
+async def test_an_answer_that_breaks_the_schema_is_repaired_once(chat_route: respx.Route) -> None:
+    model = Model(
+        {
+            "search_movie": [{"title": "Titanic"}],
+            "GetMovieCredit": [
+                {"movie_id": 603, "limit": "many"},
+                {"movie_id": "603", "limit": 3, "language": "en"},
+            ],
+        }
+    )
+    chat_route.side_effect = model
+    async with running_app(make_settings()) as client:
+        body = (
+            await client.post("/plan", json={"goal": GOAL, "tools": TOOLS, "specialize": True})
+        ).json()
+    assert model.asked.count("GetMovieCredit") == 2
+    repair = json.loads(chat_route.calls[-1].request.content)["messages"][-1]["content"]
+    assert "movie_id: 603 is not of type 'string'" in repair
+    assert _inputs(body)["GetMovieCredit"] == {"movie_id": "603", "limit": 3, "language": "en"}
+
+
+async def test_after_two_bad_answers_the_rule_fills_the_arguments_from_the_context(
+    chat_route: respx.Route,
+) -> None:
+    bad = {"movie_id": None}
+    model = Model({"search_movie": [{"title": "Titanic"}], "GetMovieCredit": [bad, bad, bad]})
+    chat_route.side_effect = model
+    request = {
+        "goal": GOAL,
+        "tools": TOOLS,
+        "specialize": True,
+        "context": {"movieId": 597, "language": "fr"},
+    }
+    async with running_app(make_settings()) as client:
+        body = (await client.post("/plan", json=request)).json()
+    credits = _inputs(body)["GetMovieCredit"]
+    assert credits == {"movie_id": "597", "language": "fr", "limit": 10}
+    jsonschema.validate(credits, CREDITS_SCHEMA)
+    assert _warnings(body)["input_by_rule"].startswith("step 2: invalid_input")
+
+
+async def test_without_a_model_ids_come_from_the_goal_or_the_step_before() -> None:
+    tools = [TOOLS[1]]
+    async with running_app(make_settings(llm=False)) as client:
+        given = await client.post(
+            "/plan",
+            json={"goal": "Get the cast of movie 603", "tools": tools, "specialize": True},
+        )
+        chained = await client.post(
+            "/plan", json={"goal": GOAL, "tools": TOOLS, "specialize": True}
+        )
+    assert _inputs(given.json()) == {"GetMovieCredit": {"movie_id": "603", "limit": 10}}
+    inputs = _inputs(chained.json())
+    # The title is not an id the rule can read: a person or a model must give it.
+    assert inputs["search_movie"] == {
+        "needs": "human_or_model",
+        "missing": ["title"],
+        "arguments": {},
+        "instruction": inputs["search_movie"]["instruction"],
+    }
+    assert inputs["GetMovieCredit"] == {"movie_id": "{{steps.1.output}}", "limit": 10}
+
+
+async def test_a_step_sent_back_with_arguments_that_break_the_schema_gets_new_ones() -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        made = (
+            await client.post(
+                "/plan",
+                json={"goal": "Get the cast of movie 603", "tools": [TOOLS[1]]},
+            )
+        ).json()
+        made["plan"][0]["input"] = {"movie_id": 603}
+        states = {"1": "pending"}
+        replanned = await client.post(
+            "/replan",
+            json={
+                "goal": "Get the cast of movie 603",
+                "tools": [TOOLS[1]],
+                "previous": made,
+                "step_states": states,
+                "reason": "the cast must be in French",
+                "specialize": True,
+            },
+        )
+    assert replanned.status_code == 200, replanned.text
+    body = replanned.json()
+    for step in body["plan"]:
+        jsonschema.validate(step["input"], CREDITS_SCHEMA)
+
+
+def _step(action: str, depends_on: list[int] | None = None) -> PlanStep:
+    return PlanStep(
+        step=3,
+        action=action,
+        required_arm="get_order",
+        acceptance_criteria=["done"],
+        depends_on=depends_on or [],
+    )
+
+
+@pytest.mark.parametrize(
+    ("schema", "step", "context", "expected"),
+    [
+        # A bare `id` is an id of what the tool's name is about: "order #A-17".
+        (
+            {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+            _step("Check order #A-17"),
+            {},
+            {"id": "A-17"},
+        ),
+        # const, a single enum value; an optional argument only from the context.
+        (
+            {
+                "type": "object",
+                "properties": {
+                    "kind": {"const": "order"},
+                    "mode": {"enum": ["fast"]},
+                    "note": {"type": "string"},
+                    "verbose": {"type": "boolean"},
+                },
+                "required": ["kind", "mode"],
+            },
+            _step("Check it"),
+            {"verbose": True},
+            {"kind": "order", "mode": "fast", "verbose": True},
+        ),
+        # A query argument takes the step's words.
+        (
+            {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+            _step("Find late orders"),
+            {},
+            {"query": "Find late orders"},
+        ),
+        # An integer id given as text, and the reference to the step before otherwise.
+        (
+            {
+                "type": "object",
+                "properties": {"order_id": {"type": "integer"}, "user_id": {"type": "string"}},
+                "required": ["order_id", "user_id"],
+            },
+            _step("Check order 42", [1, 2]),
+            {},
+            {"order_id": 42, "user_id": "{{steps.2.output}}"},
+        ),
+    ],
+)
+def test_the_rule_fills_what_is_clearly_given(
+    schema: dict[str, Any], step: PlanStep, context: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    value = rule_tool_input(step, schema, "the goal", context)
+    assert value == expected
+    jsonschema.validate(value, schema)
+
+
+def test_the_rule_names_every_required_argument_it_cannot_fill() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"order_id": {"type": "integer"}, "reason": {"type": "string"}},
+        "required": ["order_id", "reason"],
+    }
+    value = rule_tool_input(_step("Refund order 42"), schema, None, {})
+    assert value == {
+        "needs": "human_or_model",
+        "missing": ["reason"],
+        "arguments": {"order_id": 42},
+        "instruction": "Refund order 42",
+    }
+
+
+async def test_capabilities_publish_a_configured_tools_own_input_schema() -> None:
+    async with running_app(make_settings(llm=False, arms=TOOLS)) as client:
+        arms = {arm["id"]: arm for arm in (await client.get("/capabilities")).json()["arms"]}
+    assert arms["GetMovieCredit"]["input_schema"] == CREDITS_SCHEMA
+
+
+async def test_one_step_of_a_plan_over_tools_gets_its_arguments_when_the_tools_are_sent() -> None:
+    request = {"goal": "Get the cast of movie 603", "tools": [TOOLS[1]]}
+    async with running_app(make_settings(llm=False)) as client:
+        made = (await client.post("/plan", json=request)).json()
+        over_tools = await client.post(
+            "/plan/specialize", json={"plan_id": made["plan_id"], "step": 1, "tools": TOOLS}
+        )
+        without = await client.post(
+            "/plan/specialize", json={"plan_id": made["plan_id"], "step": 1}
+        )
+        bad = await client.post(
+            "/plan/specialize",
+            json={"plan_id": made["plan_id"], "step": 1, "tools": [{"oops": 1}]},
+        )
+    assert over_tools.status_code == 200, over_tools.text
+    assert over_tools.json()["input"] == {"movie_id": "603", "limit": 10}
+    # Without them, the step's tool is not one the service knows a schema of.
+    assert set(without.json()["input"]) == {"instruction", "inputs_from"}
+    assert bad.status_code == 422
+    assert bad.json()["errors"][0]["message"].startswith("a tool is one of")
+
+
+def test_only_the_schemas_of_the_tools_a_plan_calls_are_read() -> None:
+    arms = [ArmSpec.model_validate(tool) for tool in TOOLS]
+    broken = ArmSpec(id="broken", description="x", input_schema={"type": "object", "required": 3})
+    assert tool_schemas([*arms, broken], {"GetMovieCredit", "broken"}) == {
+        "GetMovieCredit": CREDITS_SCHEMA
+    }
