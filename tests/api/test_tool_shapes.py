@@ -239,10 +239,8 @@ async def test_the_mcp_servers_plan_tool_takes_the_same_shapes_and_the_same_422(
             ClientSession(read, write) as session,
         ):
             await session.initialize()
-            made = await session.call_tool("plan", {"request": {"goal": GOAL, "tools": _tools()}})
-            refused = await session.call_tool(
-                "plan", {"request": {"goal": GOAL, "tools": [{"tool": "x"}]}}
-            )
+            made = await session.call_tool("plan", {"goal": GOAL, "tools": _tools()})
+            refused = await session.call_tool("plan", {"goal": GOAL, "tools": [{"tool": "x"}]})
     assert made.isError is False
     assert made.structuredContent is not None
     assert [step["required_arm"] for step in made.structuredContent["plan"]] == [
@@ -252,7 +250,7 @@ async def test_the_mcp_servers_plan_tool_takes_the_same_shapes_and_the_same_422(
     assert refused.isError is True
     block = refused.content[0]
     assert isinstance(block, TextContent)
-    assert block.text == f"invalid_request: request.tools.0: {ACCEPTED_SHAPES}; this item has tool"
+    assert block.text == f"invalid_request: tools.0: {ACCEPTED_SHAPES}; this item has tool"
 
 
 async def test_a_tool_that_is_no_arm_is_named_by_its_place() -> None:
