@@ -17,10 +17,13 @@ from pydantic import (
     Field,
     SecretStr,
     StringConstraints,
+    field_validator,
     model_validator,
 )
 
 ResponseFormat = Literal["json_object", "json_schema", "none"]
+# Where the provider serves its models: the built-in prices are its list prices.
+PROVIDER_HOSTS = ("api.openai.com",)
 
 
 class Section(BaseModel):
@@ -45,6 +48,28 @@ class ModelSettings(Section):
     def chain(self) -> list[str]:
         """Every model to try, in order, without repeats."""
         return list(dict.fromkeys([self.name, *self.fallback_models]))
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_names_a_server(cls, url: str | None) -> str | None:
+        # Without a scheme the SDK reads `localhost:8000/v1` as a path: every call would fail
+        # and every plan fall back, while the service looked configured.
+        if url is None or not url.strip():
+            return None
+        url = url.strip()
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                "must be an http:// or https:// URL naming a host, such as http://localhost:8000/v1"
+            )
+        return url
+
+    @property
+    def served_by_provider(self) -> bool:
+        """True when the calls go to the provider's own API (no base URL, or OpenAI's)."""
+        if self.base_url is None:
+            return True
+        return urlsplit(self.base_url).hostname in PROVIDER_HOSTS
 
 
 class SpecializeSettings(Section):
