@@ -162,6 +162,15 @@ def test_replan_in_process_keeps_the_finished_step(tmp_path: Path) -> None:
     assert 1 in revised["diff"]["kept"]
 
 
+def test_replan_takes_the_goal_the_plan_names(tmp_path: Path) -> None:
+    path = _plan_file(tmp_path, "Write the user guide for the CLI")
+    result = runner.invoke(
+        cli, ["replan", "--previous", str(path), "--state", "1=failed:boom", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["goal"] == "Write the user guide for the CLI"
+
+
 def test_replan_without_a_service_needs_the_plan_file() -> None:
     result = runner.invoke(
         cli, ["replan", "--goal", "G", "--plan-id", "abc", "--state", "1=failed"]

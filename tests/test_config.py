@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from planner_arm.config import ConfigError, default_settings_dict, load_settings
+from planner_arm.llm.chain import NO_MODEL_DETAIL
 from support.invariants import DEFAULT_ARMS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -292,7 +294,7 @@ def test_which_model_urls_are_the_providers(
 ) -> None:
     if url is not None:
         monkeypatch.setenv("LLM_BASE_URL", url)
-    assert load_settings().model.served_by_provider is by_provider
+    assert load_settings().model.provider_prices_apply is by_provider
 
 
 @pytest.mark.parametrize(
@@ -350,3 +352,27 @@ def test_an_empty_unknown_planner_variable_counts_as_unset(
 ) -> None:
     monkeypatch.setenv("PLANNER_PLANING__MAX_STEPS", " ")
     assert load_settings().planning.max_steps == 7
+
+
+def _readme_variables() -> set[str]:
+    readme = (REPO / "README.md").read_text()
+    return set(re.findall(r"^\| `([A-Z_]+)`", readme, re.MULTILINE)) | set(
+        re.findall(r"^\| `[A-Z_]+`, `([A-Z_]+)`", readme, re.MULTILINE)
+    )
+
+
+def test_the_no_model_message_names_the_variables_the_readme_does() -> None:
+    named = set(re.findall(r"\b[A-Z][A-Z_]{3,}\b", NO_MODEL_DETAIL))
+    assert named == {"OPENAI_API_KEY", "LLM_BASE_URL"}
+    assert named <= _readme_variables()
+
+
+def test_the_readme_names_the_model_wherever_it_points_at_a_compatible_server() -> None:
+    """A local server answers 404 to the default model name: every command of the README
+    and the configuration reference that sets a base URL sets LLM_MODEL too."""
+    for doc in ("README.md", "docs/configuration.md"):
+        text = (REPO / doc).read_text().replace("\\\n", " ").replace("\n", " ")
+        commands = re.findall(r"LLM_BASE_URL=\S+ (?:[A-Z_]+=\S+ )*(?:bash|\.venv)", text)
+        assert commands, doc
+        for command in commands:
+            assert "LLM_MODEL=" in command, (doc, command)

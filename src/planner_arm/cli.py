@@ -54,16 +54,14 @@ def value_name(option: TyperOption) -> str:
 
 
 class NamedArgument(TyperArgument):
-    """An argument `--help` shows by its name in capitals (GOAL, PLAN_FILE), which says what
-    it takes, with no Python type beside it."""
+    """An argument `--help` shows by its name in capitals (GOAL), with no Python type."""
 
     def display_type_rich(self, ctx: Any) -> str | None:
         return None
 
 
 def with_readable_values(params: list[Any]) -> list[Any]:
-    """`params` as `--help` should show them: each option with what it takes in words, each
-    argument by its name."""
+    """`params` as `--help` shows them: options with their values in words, arguments by name."""
     for param in params:
         if isinstance(param, TyperOption) and param.metavar is None:
             param.metavar = value_name(param)
@@ -382,7 +380,9 @@ def _step_states(entries: list[str]) -> dict[str, dict[str, str]]:
 
 @cli.command(cls=ReadableCommand)
 def replan(
-    goal: Annotated[str, typer.Option(help="The plan's goal")],
+    goal: Annotated[
+        str | None, typer.Option(help="The plan's goal (default: the one the plan names)")
+    ] = None,
     plan_id: Annotated[str | None, typer.Option(help="A plan stored by the service")] = None,
     previous: Annotated[
         str | None, typer.Option(help="A JSON file with the whole plan answer; - reads stdin")
@@ -416,13 +416,13 @@ def replan(
             response = _replan_here(goal, answer, fields)
     except planning_errors() as exc:
         raise fail("cannot replan", exc) from None
-    print_plan(response, goal, as_json)
+    print_plan(response, response.goal or goal or "", as_json)
 
 
 def _remote_replan(
     url: str,
     api_key: str | None,
-    goal: str,
+    goal: str | None,
     answer: Any,
     plan_id: str | None,
     fields: dict[str, Any],
@@ -433,13 +433,20 @@ def _remote_replan(
         raise ValueError("give exactly one of --plan-id and --previous")
     with PlannerClient(url, api_key=api_key) as client:
         given = PlanResponse.model_validate(answer) if answer is not None else None
+        # Without --goal, the plan's own: the one the file carries, or the stored plan's.
+        if goal is None:
+            goal = given.goal if given is not None else client.get(str(plan_id)).goal
+        if not goal:
+            raise ValueError("give --goal: the plan names no goal")
         return client.replan(goal, previous=given, plan_id=plan_id, **fields)
 
 
-def _replan_here(goal: str, previous: Any, fields: dict[str, Any]) -> PlanResponse:
+def _replan_here(goal: str | None, previous: Any, fields: dict[str, Any]) -> PlanResponse:
     from planner_arm.plan.endpoint_schemas import ReplanRequest
 
-    request = ReplanRequest(goal=goal, previous=previous, **fields)
+    # Without --goal, the request model takes the one the plan carries.
+    given = {"goal": goal} if goal is not None else {}
+    request = ReplanRequest(previous=previous, **given, **fields)
     return run_in_process(lambda runtime: runtime.plans.replan(request, fresh_request_id()))
 
 
@@ -573,15 +580,13 @@ def configuration_summary(current: Settings) -> str:
     entries = current.auth.key_entries
     # A plain key is a tenant of its own; named tenants share their keys' plans.
     tenants = {tenant or f"key {index}" for index, (tenant, _) in enumerate(entries)}
-    listed = ids[:LISTED_ARMS] + (
-        [f"+{len(ids) - LISTED_ARMS} more"] if len(ids) > LISTED_ARMS else []
-    )
+    more = [f"+{len(ids) - LISTED_ARMS} more"] if len(ids) > LISTED_ARMS else []
     return (
         f"ok: models={models} llm={'configured' if current.llm_enabled else 'disabled'}{where}\n"
         f"profile={profile_of(current.planning, ids)} "
         f"steps={rules.min_steps}-{rules.max_steps} tools={len(ids)} keys={len(entries)} "
         f"tenants={len(tenants)} timeout={current.planning.timeout_seconds}s\n"
-        f"arms={listed}"
+        f"arms={ids[:LISTED_ARMS] + more}"
     )
 
 

@@ -136,6 +136,20 @@ class Settings(BaseSettings):
         return [arm.id for arm in self.arms]
 
     @property
+    def prices_that_apply(self) -> dict[str, Price]:
+        """The prices the model's calls are counted at. The built-in prices are the provider's
+        list prices: they apply where the provider serves the model. Elsewhere (a local or a
+        private server) only a price of the operator's own applies: an entry of `pricing` that
+        is not a copy of a built-in one."""
+        if self.model.provider_prices_apply:
+            return dict(self.pricing)
+        return {
+            name: price
+            for name, price in self.pricing.items()
+            if DEFAULT_PRICING.get(name) != price.model_dump()
+        }
+
+    @property
     def llm_enabled(self) -> bool:
         """A key, or a base URL of a local server that needs none, turns the LLM on."""
         return self.api_key is not None or self.model.base_url is not None

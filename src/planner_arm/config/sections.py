@@ -43,6 +43,9 @@ class ModelSettings(Section):
     response_format: ResponseFormat = "json_object"
     # One call's own bound; the request deadline (less the reserves in `retry`) may cut it.
     call_timeout_seconds: float = Field(30.0, gt=0, le=300)
+    # Do the built-in prices (OpenAI's) apply to the models? none: where OpenAI serves them
+    # (no base_url, or api.openai.com); true: a gateway that forwards to OpenAI; false: never.
+    priced_by_provider: bool | None = None
 
     @property
     def chain(self) -> list[str]:
@@ -65,11 +68,12 @@ class ModelSettings(Section):
         return url
 
     @property
-    def served_by_provider(self) -> bool:
-        """True when the calls go to the provider's own API (no base URL, or OpenAI's)."""
-        if self.base_url is None:
-            return True
-        return urlsplit(self.base_url).hostname in PROVIDER_HOSTS
+    def provider_prices_apply(self) -> bool:
+        """Are the calls billed at the provider's prices: `priced_by_provider` when set, else
+        whether they go to the provider's own API (no base URL, or OpenAI's)?"""
+        if self.priced_by_provider is not None:
+            return self.priced_by_provider
+        return self.base_url is None or urlsplit(self.base_url).hostname in PROVIDER_HOSTS
 
 
 class SpecializeSettings(Section):
