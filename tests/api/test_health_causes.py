@@ -70,3 +70,15 @@ async def test_a_service_without_a_model_has_no_last_error() -> None:
         health = (await client.get("/health")).json()
     assert health["llm"] == "disabled"
     assert health["llm_last_error"] is None
+
+
+async def test_a_request_the_model_refused_is_not_a_model_failure(
+    chat_route: respx.Route, fake_clock: FakeClock
+) -> None:
+    too_long = {"error": {"message": "too long", "code": "context_length_exceeded"}}
+    chat_route.return_value = httpx.Response(400, json=too_long)
+    async with running_app(make_settings(retry={"max_llm_calls": 1}), fake_clock) as client:
+        planned = (await client.post("/plan", json=GOAL)).json()
+        health = (await client.get("/health")).json()
+    assert planned["metadata"]["source"] == "fallback"
+    assert health["llm_last_error"] is None

@@ -279,7 +279,8 @@ class GuardedLLM:
         return self._breakers.states()
 
     def last_failure(self, model: str | None = None) -> FailureSeen | None:
-        """The last failed call of `model`, or of any model of the chain when None."""
+        """The last failure counted against `model` (not a request the model refused as bad,
+        nor a call the caller's deadline cut), or against any model of the chain when None."""
         return self._last_failure if model is None else self._failures.get(model)
 
     def _failed(self, model: str, code: str, detail: str) -> None:
@@ -374,8 +375,8 @@ class GuardedLLM:
             circuit.release()
             return
         self._metrics.record_llm_call(circuit.name, error.code, took)
-        self._failed(circuit.name, error.code, error.detail)
         if counts_against_model(error):
+            self._failed(circuit.name, error.code, error.detail)
             retry_after = error.retry_after if isinstance(error, LLMRateLimited) else None
             circuit.record_failure(retry_after)
         else:

@@ -308,8 +308,9 @@ class HealthResponse(BaseModel):
     )
     llm_last_error: ModelFailureNote | None = Field(
         None,
-        description="The last failed model call since start-up, kept once the call or a "
-        "circuit recovers, so an open circuit's cause is not lost; null while none failed",
+        description="The last model failure since start-up (one that counts toward its "
+        "circuit), kept after the circuit opens or the model recovers, so an open circuit's "
+        "cause is not lost; null while none failed",
     )
     auth: Literal["keys", "none"] | None = Field(
         None,
