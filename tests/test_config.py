@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from planner_arm.config import ConfigError, default_settings_dict, load_settings
+from planner_arm.llm.chain import NO_MODEL_DETAIL
 from support.invariants import DEFAULT_ARMS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -251,3 +253,126 @@ def test_a_key_listed_twice_for_one_tenant_is_one_key() -> None:
     settings = load_settings(auth={"api_keys": ["acme:k-1", "acme:k-1", "k-2", "k-2"]})
     entries = [("acme", "k-1"), ("acme", "k-1"), (None, "k-2"), (None, "k-2")]
     assert settings.auth.key_entries == entries
+
+
+@pytest.mark.parametrize(
+    "url", ["localhost:8000/v1", "127.0.0.1:8000", "ftp://models/v1", "http://"]
+)
+def test_a_model_url_without_a_scheme_and_host_stops_start_up(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.setenv("LLM_BASE_URL", url)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    said = str(caught.value)
+    # The variable the operator set is named beside the field it sets.
+    assert said.startswith("model.base_url (LLM_BASE_URL): must be an http:// or https:// URL")
+    assert repr(url) in said
+
+
+def test_a_model_url_in_the_file_is_checked_too(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "planner.yaml"
+    config.write_text("model: {base_url: 'localhost:8000/v1'}\n")
+    monkeypatch.setenv("PLANNER_CONFIG", str(config))
+    with pytest.raises(ConfigError, match=r"^model\.base_url: must be an http"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("url", "by_provider"),
+    [
+        (None, True),
+        ("https://api.openai.com/v1", True),
+        ("http://localhost:8000/v1", False),
+        ("https://llm.internal.example/v1", False),
+    ],
+)
+def test_which_model_urls_are_the_providers(
+    monkeypatch: pytest.MonkeyPatch, url: str | None, by_provider: bool
+) -> None:
+    if url is not None:
+        monkeypatch.setenv("LLM_BASE_URL", url)
+    assert load_settings().model.provider_prices_apply is by_provider
+
+
+@pytest.mark.parametrize(
+    ("name", "suggested"),
+    [
+        ("PLANNER_PLANING__MAX_STEPS", "PLANNER_PLANNING__MAX_STEPS"),
+        ("PLANNER_RETRY__MAX_CALLS", "PLANNER_RETRY__MAX_LLM_CALLS"),
+        ("PLANNER_STORE_URl", "PLANNER_STORE_URL"),
+        ("PLANNER_MAX_STEPS", "PLANNER_PLANNING__MAX_STEPS"),
+        ("PLANNER_MODEL__BASE_URL__HOST", "PLANNER_MODEL__BASE_URL"),
+    ],
+)
+def test_an_unknown_planner_variable_stops_start_up(
+    monkeypatch: pytest.MonkeyPatch, name: str, suggested: str
+) -> None:
+    monkeypatch.setenv(name, "5")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    said = str(caught.value)
+    assert said.startswith(f"{name}: no such setting")
+    assert said.endswith(f"did you mean {suggested}?")
+
+
+def test_an_unknown_planner_variable_far_from_any_setting_points_at_the_docs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PLANNER_XYZZY", "1")
+    with pytest.raises(ConfigError, match=r"^PLANNER_XYZZY: no such setting.*docs/configuration"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("name", "section", "field"),
+    [
+        ("PLANNER_PLANNING__MAX_STEPS", "planning", "max_steps"),
+        ("planner_planning__max_steps", "planning", "max_steps"),  # read in any case
+        ("PLANNER_LIMITS__MAX_CONSTRAINTS", "limits", "max_constraints"),
+    ],
+)
+def test_known_planner_variables_pass(
+    monkeypatch: pytest.MonkeyPatch, name: str, section: str, field: str
+) -> None:
+    monkeypatch.setenv(name, "5")
+    assert getattr(getattr(load_settings(), section), field) == 5
+
+
+def test_a_mappings_keys_are_the_operators(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLANNER_PRICING__LOCAL_QWEN__INPUT_PER_MILLION", "1")
+    monkeypatch.setenv("PLANNER_PRICING__LOCAL_QWEN__OUTPUT_PER_MILLION", "2")
+    assert load_settings().pricing["local_qwen"].output_per_million == 2
+
+
+def test_an_empty_unknown_planner_variable_counts_as_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PLANNER_PLANING__MAX_STEPS", " ")
+    assert load_settings().planning.max_steps == 7
+
+
+def _readme_variables() -> set[str]:
+    readme = (REPO / "README.md").read_text()
+    return set(re.findall(r"^\| `([A-Z_]+)`", readme, re.MULTILINE)) | set(
+        re.findall(r"^\| `[A-Z_]+`, `([A-Z_]+)`", readme, re.MULTILINE)
+    )
+
+
+def test_the_no_model_message_names_the_variables_the_readme_does() -> None:
+    named = set(re.findall(r"\b[A-Z][A-Z_]{3,}\b", NO_MODEL_DETAIL))
+    assert named == {"OPENAI_API_KEY", "LLM_BASE_URL"}
+    assert named <= _readme_variables()
+
+
+def test_the_readme_names_the_model_wherever_it_points_at_a_compatible_server() -> None:
+    """A local server answers 404 to the default model name: every command of the README
+    and the configuration reference that sets a base URL sets LLM_MODEL too."""
+    for doc in ("README.md", "docs/configuration.md"):
+        text = (REPO / doc).read_text().replace("\\\n", " ").replace("\n", " ")
+        commands = re.findall(r"LLM_BASE_URL=\S+ (?:[A-Z_]+=\S+ )*(?:bash|\.venv)", text)
+        assert commands, doc
+        for command in commands:
+            assert "LLM_MODEL=" in command, (doc, command)

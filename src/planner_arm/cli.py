@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from planner_arm.config import ConfigError, Settings, load_settings
 from planner_arm.plan.drawing import shown_text
@@ -34,11 +37,61 @@ if TYPE_CHECKING:  # built lazily: `planner-arm --help` need not load the whole 
 
 T = TypeVar("T")
 
+
+# The words `--help` uses for the kinds of value an option takes.
+VALUE_WORDS = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "Path": "PATH"}
+
+
+def value_name(option: TyperOption) -> str:
+    """What `--help` shows an option takes: FLAG for an on/off option, else the kind of value
+    in words (TEXT, INTEGER), followed by "..." when the option may be repeated."""
+    if option.is_flag:
+        return "FLAG"
+    kind = option.bare_type()
+    repeated = kind.startswith("list[")
+    word = VALUE_WORDS.get(kind.removeprefix("list[").removesuffix("]"), "VALUE")
+    return f"{word} ..." if repeated else word
+
+
+class NamedArgument(TyperArgument):
+    """An argument `--help` shows by its name in capitals (GOAL), with no Python type."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+def with_readable_values(params: list[Any]) -> list[Any]:
+    """`params` as `--help` shows them: options with their values in words, arguments by name."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.metavar is None:
+            param.metavar = value_name(param)
+        elif isinstance(param, TyperArgument) and param.metavar is None:
+            param.metavar = (param.name or "value").upper()
+            param.__class__ = NamedArgument  # typer builds the argument; only its help changes
+    return params
+
+
+class ReadableCommand(TyperCommand):
+    """A command whose `--help` names what each option takes (`TEXT`, `INTEGER`, `FLAG`),
+    not the Python type it is read into (`<str>`, `<list[str]>`, `<bool>`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return with_readable_values(super().get_params(ctx))
+
+
+class ReadableGroup(TyperGroup):
+    """The command group, its `--help` as readable as its commands'."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return with_readable_values(super().get_params(ctx))
+
+
 cli = typer.Typer(
     name="planner-arm",
     help="Turns a goal into a validated, executable plan of arm steps.",
     no_args_is_help=True,
     add_completion=False,
+    cls=ReadableGroup,
 )
 
 URL_OPTION = typer.Option("--url", help="A running service; without it, this process plans")
@@ -76,6 +129,12 @@ def planning_errors() -> tuple[type[Exception], ...]:
     from planner_arm.errors import PlannerError
 
     return (ValueError, PlannerError, ServiceSaid)
+
+
+def fresh_request_id() -> str:
+    """A run's request id when the caller gives none: new each run, as the service's are, so
+    the logs of two runs are told apart."""
+    return str(uuid.uuid4())
 
 
 def settings(**overrides: Any) -> Settings:
@@ -162,7 +221,7 @@ def print_plan(response: PlanResponse, title: str, as_json: bool) -> None:
         out.print(shown(f"warning {note.code}: {note.detail}"), highlight=False)
 
 
-@cli.command()
+@cli.command(cls=ReadableCommand)
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind (default from config)")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default from config)")] = None,
@@ -179,7 +238,7 @@ def serve(
     build_server(app, current).run()
 
 
-@cli.command()
+@cli.command(cls=ReadableCommand)
 def mcp() -> None:
     """Serve the planner over MCP on stdin/stdout, for a desktop agent host."""
     from planner_arm.api.mcp_server import build_mcp_server
@@ -191,7 +250,7 @@ def mcp() -> None:
     run_in_process(run)
 
 
-@cli.command()
+@cli.command(cls=ReadableCommand)
 def plan(
     goal: Annotated[str, typer.Argument(help="What to accomplish")],
     constraint: Annotated[
@@ -202,7 +261,8 @@ def plan(
         typer.Option("--context", help="What the planner should know, as a JSON object"),
     ] = None,
     request_id: Annotated[
-        str | None, typer.Option("--request-id", help="Your id for this request (default: cli)")
+        str | None,
+        typer.Option("--request-id", help="Your id for this request (default: a new UUID)"),
     ] = None,
     strategy: Annotated[
         str, typer.Option(help="flat, hierarchical or iterative (see docs/api.md)")
@@ -226,7 +286,7 @@ def plan(
         else:
             response = run_in_process(
                 lambda runtime: runtime.plans.plan(
-                    request, request.request_id or "cli", use_cache=False
+                    request, request.request_id or fresh_request_id(), use_cache=False
                 )
             )
     except planning_errors() as exc:
@@ -247,7 +307,7 @@ def _remote_plan(url: str, api_key: str | None, request: PlanRequest) -> PlanRes
         )
 
 
-@cli.command()
+@cli.command(cls=ReadableCommand)
 def validate(
     plan_file: Annotated[
         str,
@@ -273,11 +333,23 @@ def validate(
     out = Console()
     out.print("valid" if answer.valid else "invalid", highlight=False)
     for error in answer.errors:
-        where = f"step {error.step}: " if error.step is not None else ""
-        out.print(shown(f"  {error.code}: {where}{error.message}"), highlight=False)
+        out.print(
+            shown(f"  {problem_line(error.code, error.step, error.message)}"), highlight=False
+        )
     for note in answer.warnings:
         out.print(shown(f"  warning {note.code}: {note.detail}"), highlight=False)
     raise typer.Exit(0 if answer.valid else 1)
+
+
+def problem_line(code: str, step: int | None, message: str) -> str:
+    """One problem of a plan: its code, then the step it is about, named once (most messages
+    already begin with it: "step 2: ...", "step 2 depends on step 5 ...")."""
+    if step is not None:
+        own = f"step {step}"
+        message = message.removeprefix(f"{own}: ")
+        if not re.match(rf"{own}\b", message):
+            message = f"{own}: {message}"
+    return f"{code}: {message}"
 
 
 def _validate_here(steps: Any, fix: bool) -> Any:
@@ -286,7 +358,7 @@ def _validate_here(steps: Any, fix: bool) -> Any:
     body = ValidateRequest(plan=steps, fix=fix)
 
     async def check(runtime: Runtime) -> Any:
-        return await runtime.plans.validate(body, "cli")
+        return await runtime.plans.validate(body, fresh_request_id())
 
     return run_in_process(check)
 
@@ -306,9 +378,11 @@ def _step_states(entries: list[str]) -> dict[str, dict[str, str]]:
     return states
 
 
-@cli.command()
+@cli.command(cls=ReadableCommand)
 def replan(
-    goal: Annotated[str, typer.Option(help="The plan's goal")],
+    goal: Annotated[
+        str | None, typer.Option(help="The plan's goal (default: the one the plan names)")
+    ] = None,
     plan_id: Annotated[str | None, typer.Option(help="A plan stored by the service")] = None,
     previous: Annotated[
         str | None, typer.Option(help="A JSON file with the whole plan answer; - reads stdin")
@@ -342,13 +416,13 @@ def replan(
             response = _replan_here(goal, answer, fields)
     except planning_errors() as exc:
         raise fail("cannot replan", exc) from None
-    print_plan(response, goal, as_json)
+    print_plan(response, response.goal or goal or "", as_json)
 
 
 def _remote_replan(
     url: str,
     api_key: str | None,
-    goal: str,
+    goal: str | None,
     answer: Any,
     plan_id: str | None,
     fields: dict[str, Any],
@@ -359,17 +433,24 @@ def _remote_replan(
         raise ValueError("give exactly one of --plan-id and --previous")
     with PlannerClient(url, api_key=api_key) as client:
         given = PlanResponse.model_validate(answer) if answer is not None else None
+        # Without --goal, the plan's own: the one the file carries, or the stored plan's.
+        if goal is None:
+            goal = given.goal if given is not None else client.get(str(plan_id)).goal
+        if not goal:
+            raise ValueError("give --goal: the plan names no goal")
         return client.replan(goal, previous=given, plan_id=plan_id, **fields)
 
 
-def _replan_here(goal: str, previous: Any, fields: dict[str, Any]) -> PlanResponse:
+def _replan_here(goal: str | None, previous: Any, fields: dict[str, Any]) -> PlanResponse:
     from planner_arm.plan.endpoint_schemas import ReplanRequest
 
-    request = ReplanRequest(goal=goal, previous=previous, **fields)
-    return run_in_process(lambda runtime: runtime.plans.replan(request, "cli"))
+    # Without --goal, the request model takes the one the plan carries.
+    given = {"goal": goal} if goal is not None else {}
+    request = ReplanRequest(previous=previous, **given, **fields)
+    return run_in_process(lambda runtime: runtime.plans.replan(request, fresh_request_id()))
 
 
-@cli.command()
+@cli.command(cls=ReadableCommand)
 def get(
     plan_id: Annotated[str, typer.Argument(help="The plan_id of an answer")],
     url: Annotated[str | None, URL_OPTION] = None,
@@ -445,7 +526,7 @@ def show_plan(response: PlanResponse) -> None:
         out.print(shown(f"warning {note.code}: {note.detail}", style="yellow"))
 
 
-@cli.command()
+@cli.command(cls=ReadableCommand)
 def show(
     plan_id: Annotated[
         str | None, typer.Argument(help="The plan_id of an answer kept by the service at --url")
@@ -483,18 +564,36 @@ def show(
         raise fail("cannot show", exc) from None
 
 
-@cli.command("check-config")
+# check-config names each arm up to this many; a tool set of hundreds is only counted.
+LISTED_ARMS = 10
+
+
+def configuration_summary(current: Settings) -> str:
+    """What the service would run with: the models, the profile and the step bounds its
+    plans keep, the tools, keys and tenants read, the deadline."""
+    from planner_arm.plan.validation import PlanRules, profile_of
+
+    ids = current.arm_ids
+    rules = PlanRules.for_arms(current.planning, ids)
+    models = current.model.chain if current.llm_enabled else []
+    where = f" base_url={current.model.base_url}" if current.model.base_url else ""
+    entries = current.auth.key_entries
+    # A plain key is a tenant of its own; named tenants share their keys' plans.
+    tenants = {tenant or f"key {index}" for index, (tenant, _) in enumerate(entries)}
+    more = [f"+{len(ids) - LISTED_ARMS} more"] if len(ids) > LISTED_ARMS else []
+    return (
+        f"ok: models={models} llm={'configured' if current.llm_enabled else 'disabled'}{where}\n"
+        f"profile={profile_of(current.planning, ids)} "
+        f"steps={rules.min_steps}-{rules.max_steps} tools={len(ids)} keys={len(entries)} "
+        f"tenants={len(tenants)} timeout={current.planning.timeout_seconds}s\n"
+        f"arms={ids[:LISTED_ARMS] + more}"
+    )
+
+
+@cli.command("check-config", cls=ReadableCommand)
 def check_config() -> None:
     """Validate the configuration and print what the service would run with."""
-    current = settings()
-    models = current.model.chain if current.llm_enabled else []
-    Console().print(
-        f"ok: models={models} "
-        f"llm={'configured' if current.llm_enabled else 'disabled'} "
-        f"steps={current.planning.min_steps}-{current.planning.max_steps} "
-        f"timeout={current.planning.timeout_seconds}s arms={current.arm_ids}",
-        highlight=False,
-    )
+    Console().print(configuration_summary(settings()), highlight=False, soft_wrap=True)
 
 
 def main() -> None:

@@ -227,3 +227,43 @@ async def test_draining_finishes_accepted_plans_and_turns_new_ones_away(
     assert late.headers["retry-after"] == "1"
     assert_error_body(ready, 503, "not_ready")
     assert chat_route.call_count == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "content", "said", "example"),
+    [
+        (
+            "/plan",
+            b'{"goal": "x",}',
+            "Expecting property name enclosed in double quotes at line 1 column 14",
+            '{"goal": "Fix authentication bug and add tests"}',
+        ),
+        (
+            "/plan",
+            b'{"goal":\n "Fix the login bug"\n "constraints": []}',
+            "Expecting ',' delimiter at line 3 column 2",
+            '{"goal": "Fix authentication bug and add tests"}',
+        ),
+        ("/plan/validate", b"plan=[]", "Expecting value at line 1 column 1", '{"plan": '),
+    ],
+)
+async def test_a_body_that_is_not_json_says_where_and_what_to_send(
+    path: str, content: bytes, said: str, example: str
+) -> None:
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post(
+            path, content=content, headers={"content-type": "application/json"}
+        )
+    body = assert_error_body(response, 422, "invalid_request")
+    assert body["detail"].startswith(f"The body is not valid JSON: {said}; send a JSON object like")
+    assert example in body["detail"]
+    # The example is JSON a caller can send as it is.
+    shown = body["detail"].split("send a JSON object like ", 1)[1].removesuffix(".")
+    assert isinstance(json.loads(shown), dict)
+    assert body["errors"] == [
+        {
+            "code": "json_invalid",
+            "message": body["detail"][0].lower() + body["detail"][1:-1],
+            "loc": ["body"],
+        }
+    ]

@@ -176,8 +176,10 @@ async def test_the_answer_says_what_it_is_for() -> None:
         ["No schema change", "Keep the API"],
     )
     assert fetched == made
-    # A replan answers its own request: its goal, and no constraints it did not give.
-    assert (replanned["goal"], replanned["constraints"]) == (replan["goal"], [])
+    # A replan answers its own request: no constraints it did not give; its goal is the
+    # stored plan's, which a body naming another does not change (and is told so).
+    assert (replanned["goal"], replanned["constraints"]) == (request["goal"], [])
+    assert "stored_request_used" in [note["code"] for note in replanned["metadata"]["warnings"]]
 
 
 def page_parts(text: str) -> dict[str, Any]:

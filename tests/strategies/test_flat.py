@@ -73,20 +73,83 @@ async def test_unpriced_model_is_a_warning_not_an_error(
     response = await planner.plans.plan(REQUEST, "r5", use_cache=False)
     assert response.estimated_cost.llm_usd == 0.0
     assert [(w.code, w.detail) for w in response.metadata.warnings] == [
-        ("no_price_for_model", "local-qwen")
+        ("no_price_for_model", "local-qwen: no price in `pricing`, so its calls count as $0")
     ]
 
 
-async def test_a_model_served_on_loopback_needs_no_price(
-    llm_mock: respx.MockRouter, fake_clock: FakeClock
+LOCAL_CHAT_URL = "http://127.0.0.1:8080/v1/chat/completions"
+
+
+@pytest.mark.parametrize("base_url", ["http://127.0.0.1:8080/v1", "http://localhost:8080/v1"])
+async def test_a_model_served_elsewhere_is_not_priced_at_openais_rates(
+    llm_mock: respx.MockRouter, fake_clock: FakeClock, base_url: str
 ) -> None:
-    llm_mock.post("http://127.0.0.1:8080/v1/chat/completions").return_value = answer(good_plan())
-    planner = make_service(
-        fake_clock, model={"name": "local-qwen", "base_url": "http://127.0.0.1:8080/v1"}
-    )
+    """The default model name on a local server: the built-in prices are OpenAI's, so its
+    calls cost 0 and the answer says why, once."""
+    llm_mock.post(base_url + "/chat/completions").return_value = answer(good_plan())
+    planner = make_service(fake_clock, model={"base_url": base_url, "priced_by_provider": None})
     response = await planner.plans.plan(REQUEST, "r5b", use_cache=False)
     assert response.metadata.source == "llm"
+    assert response.metadata.model == "gpt-3.5-turbo"
+    assert response.estimated_cost.prompt_tokens > 0
     assert response.estimated_cost.llm_usd == 0.0
+    host = base_url.split("//")[1].split(":")[0]
+    [note] = response.metadata.warnings
+    assert note.code == "no_price_for_model"
+    assert note.detail.startswith(
+        f"gpt-3.5-turbo: served at {host}, where the built-in prices (OpenAI's) do not apply"
+    )
+
+
+async def test_a_price_of_the_operators_own_applies_wherever_the_model_is_served(
+    llm_mock: respx.MockRouter, fake_clock: FakeClock
+) -> None:
+    llm_mock.post(LOCAL_CHAT_URL).return_value = answer(
+        good_plan(), prompt_tokens=1000, completion_tokens=1000
+    )
+    own = {"input_per_million": 1.0, "output_per_million": 2.0}
+    planner = make_service(
+        fake_clock,
+        model={
+            "name": "gpt-3.5-turbo",
+            "base_url": "http://127.0.0.1:8080/v1",
+            "priced_by_provider": None,
+        },
+        pricing={"gpt-3.5-turbo": own},
+    )
+    response = await planner.plans.plan(REQUEST, "r5c", use_cache=False)
+    assert response.estimated_cost.llm_usd == 0.003
+    assert response.metadata.warnings == []
+
+
+async def test_a_copy_of_the_built_in_price_is_still_openais(
+    llm_mock: respx.MockRouter, fake_clock: FakeClock
+) -> None:
+    """The shipped planner-config.yaml repeats the built-in prices: on a local server they
+    do not apply, as with no file at all."""
+    llm_mock.post(LOCAL_CHAT_URL).return_value = answer(good_plan())
+    shipped = {"gpt-3.5-turbo": {"input_per_million": 0.5, "output_per_million": 1.5}}
+    planner = make_service(
+        fake_clock,
+        model={"base_url": "http://127.0.0.1:8080/v1", "priced_by_provider": None},
+        pricing=shipped,
+    )
+    response = await planner.plans.plan(REQUEST, "r5d", use_cache=False)
+    assert response.estimated_cost.llm_usd == 0.0
+    assert [note.code for note in response.metadata.warnings] == ["no_price_for_model"]
+
+
+async def test_a_gateway_to_openai_is_billed_at_openais_prices(
+    llm_mock: respx.MockRouter, fake_clock: FakeClock
+) -> None:
+    llm_mock.post(LOCAL_CHAT_URL).return_value = answer(
+        good_plan(), prompt_tokens=1000, completion_tokens=1000
+    )
+    planner = make_service(
+        fake_clock, model={"base_url": "http://127.0.0.1:8080/v1", "priced_by_provider": True}
+    )
+    response = await planner.plans.plan(REQUEST, "r5e", use_cache=False)
+    assert response.estimated_cost.llm_usd == 0.002  # gpt-3.5-turbo: $0.5 and $1.5 a million
     assert response.metadata.warnings == []
 
 

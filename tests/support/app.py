@@ -41,9 +41,10 @@ class FakeClock:
 
 
 def make_settings(llm: bool = True, **overrides: Any) -> Settings:
-    """Settings for tests: the LLM at the respx-mocked URL unless `llm` is False."""
+    """Settings for tests: the LLM at the respx-mocked URL unless `llm` is False. The mocked
+    model stands in for OpenAI's API, so its calls are billed at the built-in prices."""
     if llm:
-        model = {"base_url": LLM_BASE_URL, **overrides.pop("model", {})}
+        model = {"base_url": LLM_BASE_URL, "priced_by_provider": True, **overrides.pop("model", {})}
         overrides = {"model": model, "api_key": TEST_KEY, **overrides}
     return load_settings(**overrides)
 

@@ -106,7 +106,7 @@ def create_app(
         if runtime.llm is None:
             log.warning(
                 "llm_disabled",
-                reason="no OPENAI_API_KEY and no base URL",
+                reason="no OPENAI_API_KEY and no LLM_BASE_URL",
                 serving="rule-based planner",
             )
         readiness.ready()

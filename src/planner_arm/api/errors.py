@@ -10,6 +10,7 @@ problem when a request (422) or the model's plans (502) had some. 503, 504, 429 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -84,6 +85,48 @@ def invalid_request_response(request_id: str, problems: Sequence[ErrorItem]) -> 
     )
 
 
+# What a body that is not JSON is told to look like when its route's model shows no example.
+PLAIN_BODY_EXAMPLE: dict[str, Any] = {"goal": "Fix the login bug"}
+
+
+def body_example(request: Request) -> str:
+    """The shortest example body of the request's route (its model's examples), as JSON: only
+    its required fields when it has any, so the hint stays one short line."""
+    field = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(getattr(field, "field_info", None), "annotation", None)
+    extra = getattr(model, "model_config", {}).get("json_schema_extra")
+    examples = extra.get("examples") if isinstance(extra, dict) else None
+    shown = [example for example in examples or [] if isinstance(example, dict)]
+    if not shown:
+        return json.dumps(PLAIN_BODY_EXAMPLE)
+    example = min(shown, key=lambda body: len(json.dumps(body)))
+    fields = getattr(model, "model_fields", {})
+    required = {
+        key: value for key, value in example.items() if key in fields and fields[key].is_required()
+    }
+    return json.dumps(required or example)
+
+
+def not_json_response(request: Request, exc: RequestValidationError) -> JSONResponse | None:
+    """The answer to a body the JSON parser gave up on: what the parser said, where (line and
+    column, not a character offset), and what to send instead. None for any other error."""
+    first = exc.errors()[0]
+    document = exc.body
+    if first.get("type") != "json_invalid" or not isinstance(document, str):
+        return None
+    position = first["loc"][-1] if isinstance(first["loc"][-1], int) else 0
+    line = document.count("\n", 0, position) + 1
+    column = position - (document.rfind("\n", 0, position) + 1) + 1
+    said = first.get("ctx", {}).get("error", "it could not be parsed")
+    message = (
+        f"the body is not valid JSON: {said} at line {line} column {column}; send a JSON "
+        f"object like {body_example(request)}"
+    )
+    problem = ErrorItem(code="json_invalid", message=message, loc=["body"])
+    detail = message[0].upper() + message[1:] + "."
+    return error_response(422, "invalid_request", detail, _request_id(request), [problem])
+
+
 def _plan_problems(error: PlanningFailed) -> list[ErrorItem]:
     """Each problem of the model's last plan: text, or a value with `code` and a message."""
     items = []
@@ -142,6 +185,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        not_json = not_json_response(request, exc)
+        if not_json is not None:
+            return not_json
         return invalid_request_response(_request_id(request), validation_problems(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)

@@ -10,6 +10,7 @@ take this app's limits from the settings, and the probes (/health, /ready, /capa
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from dataclasses import asdict
 from datetime import UTC, datetime
 from time import monotonic
 
@@ -36,6 +37,7 @@ from planner_arm.plan.endpoint_schemas import (
     CapabilitiesResponse,
     ExpandRequest,
     HealthResponse,
+    ModelFailureNote,
     ReadyResponse,
     ReplanRequest,
     SpecializeRequest,
@@ -231,6 +233,8 @@ async def health(state: StateDep) -> HealthResponse:
     runtime = state["runtime"]
     settings = runtime.settings
     store, policy = await runtime.store_status()
+    models = runtime.model_health()
+    failed = models.last_failure
     return HealthResponse(
         status="healthy",
         version=service_version(),
@@ -239,7 +243,8 @@ async def health(state: StateDep) -> HealthResponse:
         timestamp=datetime.now(UTC).isoformat(),
         uptime_seconds=round(monotonic() - state["readiness"].started_at, 3),
         llm=runtime.llm_status(),
-        circuits=runtime.model_health().circuits,
+        circuits=models.circuits,
+        llm_last_error=ModelFailureNote(**asdict(failed)) if failed is not None else None,
         store=store,
         store_eviction_policy=policy,
         auth="keys" if settings.auth.enabled else "none",

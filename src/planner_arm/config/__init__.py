@@ -8,12 +8,14 @@ with one line that names the field.
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -132,6 +134,20 @@ class Settings(BaseSettings):
     @property
     def arm_ids(self) -> list[str]:
         return [arm.id for arm in self.arms]
+
+    @property
+    def prices_that_apply(self) -> dict[str, Price]:
+        """The prices the model's calls are counted at. The built-in prices are the provider's
+        list prices: they apply where the provider serves the model. Elsewhere (a local or a
+        private server) only a price of the operator's own applies: an entry of `pricing` that
+        is not a copy of a built-in one."""
+        if self.model.provider_prices_apply:
+            return dict(self.pricing)
+        return {
+            name: price
+            for name, price in self.pricing.items()
+            if DEFAULT_PRICING.get(name) != price.model_dump()
+        }
 
     @property
     def llm_enabled(self) -> bool:
@@ -266,6 +282,21 @@ class FlatEnvironmentSource(PydanticBaseSettingsSource):
         return data
 
 
+def _setting_variable(loc: tuple[str | int, ...]) -> str | None:
+    """The environment variable that gave the setting at `loc` its value, None for the file.
+    Of two table variables for one setting the later one in the table wins, as it does when
+    the settings are read."""
+    named = [
+        name
+        for name, path in ENV_FIELDS.items()
+        if tuple(loc[: len(path)]) == path and os.environ.get(name, "").strip()
+    ]
+    if named:
+        return named[-1]
+    nested = "PLANNER_" + "__".join(str(part) for part in loc).upper()
+    return nested if os.environ.get(nested, "").strip() else None
+
+
 def _describe(error: ValidationError) -> str:
     first = error.errors()[0]
     field = ".".join(str(part) for part in first["loc"]) or "settings"
@@ -273,9 +304,76 @@ def _describe(error: ValidationError) -> str:
     bad = first.get("input")
     if field == "settings":
         return message
+    variable = _setting_variable(first["loc"])
+    if variable is not None:  # the operator set a variable, not the field: name both
+        field = f"{field} ({variable})"
     if isinstance(bad, dict | list):
         return f"{field}: {message}"
     return f"{field}: {message} (got {bad!r})"
+
+
+# The PLANNER_ variables that are not a PLANNER_<SECTION>__<FIELD> path.
+_FLAT_PLANNER_VARIABLES = {"PLANNER_CONFIG"} | {n for n in ENV_FIELDS if n.startswith("PLANNER_")}
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The settings model a field holds (`X` or `X | None`), None for a plain value."""
+    for candidate in (annotation, *get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _takes_any_key(annotation: Any) -> bool:
+    """A mapping (`pricing`, `arm_aliases`): its keys are the operator's, any name goes."""
+    return get_origin(annotation) is dict
+
+
+def _is_setting_path(parts: list[str], model: type[BaseModel]) -> bool:
+    """Do `parts` (lower case) name a field of `model`, or a field within one?"""
+    field = model.model_fields.get(parts[0])
+    if field is None:
+        return False
+    rest = parts[1:]
+    if not rest or _takes_any_key(field.annotation):
+        return True
+    inner = _model_in(field.annotation)
+    return inner is not None and _is_setting_path(rest, inner)
+
+
+def _setting_variables(model: type[BaseModel], prefix: str) -> list[str]:
+    """Every PLANNER_<SECTION>__<FIELD> name (one level of sections), for suggestions."""
+    names = []
+    for name, field in model.model_fields.items():
+        names.append(f"{prefix}{name.upper()}")
+        inner = _model_in(field.annotation)
+        if inner is not None and prefix == "PLANNER_":
+            names += _setting_variables(inner, f"{prefix}{name.upper()}__")
+    return names
+
+
+def check_planner_variables(environ: Mapping[str, str]) -> None:
+    """Refuse a PLANNER_ variable that names no setting (`PLANNER_PLANING__MAX_STEPS`): it
+    would be ignored while the service ran on the default, as a typo in the file is refused.
+    An empty one counts as unset, like the variables of the table."""
+    for name in sorted(environ):
+        # The table's variables are read by their exact name, the nested ones in any case.
+        if not name.upper().startswith("PLANNER_") or name in _FLAT_PLANNER_VARIABLES:
+            continue
+        if not environ[name].strip():
+            continue
+        parts = name[len("PLANNER_") :].lower().split("__")
+        if all(parts) and _is_setting_path(parts, Settings):
+            continue
+        known = [*sorted(_FLAT_PLANNER_VARIABLES), *_setting_variables(Settings, "PLANNER_")]
+        # Matched without the prefix every name shares, so only a near miss is suggested.
+        by_rest = {known_name[len("PLANNER_") :]: known_name for known_name in known}
+        close = difflib.get_close_matches(name[len("PLANNER_") :].upper(), by_rest, n=1)
+        hint = f"did you mean {by_rest[close[0]]}?" if close else "see docs/configuration.md"
+        raise ConfigError(
+            f"{name}: no such setting (PLANNER_<SECTION>__<FIELD> names a field of a "
+            f"section); {hint}"
+        )
 
 
 def load_settings(**overrides: Any) -> Settings:
@@ -283,6 +381,7 @@ def load_settings(**overrides: Any) -> Settings:
 
     `overrides` (section -> dict of fields) win over file and environment; tests use them.
     """
+    check_planner_variables(os.environ)
     config_file = os.environ.get("PLANNER_CONFIG", "").strip()
     if config_file:
         path = Path(config_file)

@@ -17,10 +17,13 @@ from pydantic import (
     Field,
     SecretStr,
     StringConstraints,
+    field_validator,
     model_validator,
 )
 
 ResponseFormat = Literal["json_object", "json_schema", "none"]
+# Where the provider serves its models: the built-in prices are its list prices.
+PROVIDER_HOSTS = ("api.openai.com",)
 
 
 class Section(BaseModel):
@@ -40,11 +43,37 @@ class ModelSettings(Section):
     response_format: ResponseFormat = "json_object"
     # One call's own bound; the request deadline (less the reserves in `retry`) may cut it.
     call_timeout_seconds: float = Field(30.0, gt=0, le=300)
+    # Do the built-in prices (OpenAI's) apply to the models? none: where OpenAI serves them
+    # (no base_url, or api.openai.com); true: a gateway that forwards to OpenAI; false: never.
+    priced_by_provider: bool | None = None
 
     @property
     def chain(self) -> list[str]:
         """Every model to try, in order, without repeats."""
         return list(dict.fromkeys([self.name, *self.fallback_models]))
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url_names_a_server(cls, url: str | None) -> str | None:
+        # Without a scheme the SDK reads `localhost:8000/v1` as a path: every call would fail
+        # and every plan fall back, while the service looked configured.
+        if url is None or not url.strip():
+            return None
+        url = url.strip()
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                "must be an http:// or https:// URL naming a host, such as http://localhost:8000/v1"
+            )
+        return url
+
+    @property
+    def provider_prices_apply(self) -> bool:
+        """Are the calls billed at the provider's prices: `priced_by_provider` when set, else
+        whether they go to the provider's own API (no base URL, or OpenAI's)?"""
+        if self.priced_by_provider is not None:
+            return self.priced_by_provider
+        return self.base_url is None or urlsplit(self.base_url).hostname in PROVIDER_HOSTS
 
 
 class SpecializeSettings(Section):

@@ -31,7 +31,7 @@ from planner_arm.config import Price, RetrySettings
 from planner_arm.errors import LLMError, LLMRateLimited, PlanParseError
 from planner_arm.errors import PlanValidationError as AnswerInvalid
 from planner_arm.llm.client import AnswerSchema, AnswerSink, Completion, Message
-from planner_arm.llm.guarded import CallSkipped, GuardedLLM
+from planner_arm.llm.guarded import CallSkipped, FailureSeen, GuardedLLM
 from planner_arm.llm.retry import Next, RetryPolicy
 from planner_arm.llm.usage import Usage, estimate_call_usd, price_for
 from planner_arm.metrics import PlannerMetrics
@@ -44,7 +44,7 @@ MIN_CALL_SECONDS = 0.05
 # of parsing); a longer one is read in a worker thread like any other.
 LIGHT_ANSWER_CHARS = 16_000
 # Why an answer came from the rules when no model is configured, in the answer's warning.
-NO_MODEL_DETAIL = "no model is configured (set OPENAI_API_KEY or OPENAI_BASE_URL to use one)"
+NO_MODEL_DETAIL = "no model is configured (set OPENAI_API_KEY or LLM_BASE_URL to use one)"
 
 
 @dataclass
@@ -139,9 +139,11 @@ class CallTime:
 
 @dataclass(frozen=True)
 class ModelHealth:
-    """The models as /health reports them: each circuit, and whether any is not closed."""
+    """The models as /health reports them: each circuit, whether any is not closed, and the
+    last failed call of any of them (kept after its circuit opens, so the cause is not lost)."""
 
     circuits: dict[str, str]
+    last_failure: FailureSeen | None = None
 
     @property
     def degraded(self) -> bool:
@@ -212,7 +214,9 @@ class ModelChain:
 
     def health(self) -> ModelHealth:
         """Each model's circuit now; empty when no model is configured."""
-        return ModelHealth(self.llm.circuits() if self.llm is not None else {})
+        if self.llm is None:
+            return ModelHealth({})
+        return ModelHealth(self.llm.circuits(), self.llm.last_failure())
 
     async def ask(
         self,
@@ -303,7 +307,7 @@ class _Run(Generic[T]):
             left_before = self.deadline.remaining()
             outcome = await self._call(model, messages, go)
             if isinstance(outcome, CallSkipped):
-                self.failure = ModelFailure(outcome.reason, f"{model}: {outcome.reason}", [])
+                self.failure = ModelFailure(outcome.reason, self._skipped(model, outcome), [])
                 # Every model shares the call slots: moving on is futile.
                 return self.settle(self.failure) if outcome.reason == "saturated" else None
             if isinstance(outcome, LLMError):
@@ -326,6 +330,13 @@ class _Run(Generic[T]):
             repairs_left -= 1
             messages = self._send_back(outcome, verdict)
         return None
+
+    def _skipped(self, model: str, skipped: CallSkipped) -> str:
+        """Why `model` was not called: an open circuit says the failure that opened it."""
+        cause = self.llm.last_failure(model) if skipped.reason == "circuit_open" else None
+        if cause is None:
+            return f"{model}: {skipped.reason}"
+        return f"{model}: {cause.code}: {cause.detail}"
 
     def _gate(
         self, index: int, model: str, messages: list[Message]

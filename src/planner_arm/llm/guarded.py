@@ -21,11 +21,10 @@ owner is any hashable id (the principal's); llm/ knows nothing of principals bey
 from __future__ import annotations
 
 import asyncio
-import functools
-import ipaddress
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import structlog
@@ -163,6 +162,17 @@ _MODEL_DOWN_CODES = frozenset({"auth_failed", "forbidden", "model_not_found"})
 _CIRCUIT_GAUGE = {CircuitState.CLOSED: 0, CircuitState.HALF_OPEN: 1, CircuitState.OPEN: 2}
 
 
+@dataclass(frozen=True)
+class FailureSeen:
+    """A failed call of a model, as /health and the answers it falls back on tell it: the
+    model, the error's code and detail (the key redacted), and when (UTC, ISO 8601)."""
+
+    model: str
+    code: str
+    detail: str
+    at: str
+
+
 class CallSkipped(Exception):
     """No call was made: `reason` is circuit_open or saturated."""
 
@@ -240,6 +250,9 @@ class GuardedLLM:
         # the request's deadline left less time is cut off by the caller, not failed.
         self._own_budget = settings.model.call_timeout_seconds
         self._prices: dict[str, Price | None] = {}
+        # The last failure of each model: why its circuit opened, once it has.
+        self._failures: dict[str, FailureSeen] = {}
+        self._last_failure: FailureSeen | None = None
         self._cuts = DeadlineCuts(
             settings.circuit.window_seconds, clock, principals=settings.auth.enabled
         )
@@ -249,7 +262,13 @@ class GuardedLLM:
         # only in a gauge: opening is a warning, the probe and the recovery are news.
         if state is CircuitState.OPEN:
             self._metrics.circuit_opened.labels(model).inc()
-            self._log.warning("circuit_opened", model=model)
+            cause = self._failures.get(model)
+            self._log.warning(
+                "circuit_opened",
+                model=model,
+                error=cause.code if cause else None,
+                detail=cause.detail if cause else None,
+            )
         elif state is CircuitState.HALF_OPEN:
             self._log.info("circuit_half_open", model=model)
         else:
@@ -258,6 +277,16 @@ class GuardedLLM:
     def circuits(self) -> dict[str, str]:
         """Each model's circuit as a caller would find it now: closed, half_open or open."""
         return self._breakers.states()
+
+    def last_failure(self, model: str | None = None) -> FailureSeen | None:
+        """The last failure counted against `model` (not a request the model refused as bad,
+        nor a call the caller's deadline cut), or against any model of the chain when None."""
+        return self._last_failure if model is None else self._failures.get(model)
+
+    def _failed(self, model: str, code: str, detail: str) -> None:
+        # Kept before the circuit hears of it, so the circuit_opened line can say why.
+        seen = FailureSeen(model, code, detail, datetime.now(UTC).isoformat(timespec="seconds"))
+        self._failures[model] = self._last_failure = seen
 
     def may_call(self, model: str) -> bool:
         """Would a call to `model` be let through now (its circuit is not open)?"""
@@ -321,6 +350,7 @@ class GuardedLLM:
                 took = self._clock.now() - started
                 if self._cuts.is_verdict(model, owner):
                     self._metrics.record_llm_call(model, "timeout", took)
+                    self._failed(model, "timeout", f"no answer within {took:.2f}s")
                     circuit.record_failure()
                     raise
                 self._metrics.record_llm_call(model, "deadline", took)
@@ -346,27 +376,29 @@ class GuardedLLM:
             return
         self._metrics.record_llm_call(circuit.name, error.code, took)
         if counts_against_model(error):
+            self._failed(circuit.name, error.code, error.detail)
             retry_after = error.retry_after if isinstance(error, LLMRateLimited) else None
             circuit.record_failure(retry_after)
         else:
             circuit.record_success()  # it answered; this request was the problem
 
-    @functools.cached_property
-    def _on_this_machine(self) -> bool:
-        """A model served on loopback costs nothing: no price is missing."""
-        host = urlsplit(self._settings.model.base_url or "").hostname or ""
-        if host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
-
     def _price(self, model: str) -> Price | None:
-        """The model's price, looked up once per model of the chain."""
+        """The model's price where it is served, looked up once per model of the chain."""
         if model not in self._prices:
-            self._prices[model] = price_for(model, self._settings.pricing)
+            self._prices[model] = price_for(model, self._settings.prices_that_apply)
         return self._prices[model]
+
+    def _why_unpriced(self, model: str) -> str:
+        """Why `model`'s calls cost 0 in the bill: what the answer's warning says."""
+        served = self._settings.model
+        if price_for(model, self._settings.pricing) is None or served.provider_prices_apply:
+            return f"{model}: no price in `pricing`, so its calls count as $0"
+        host = urlsplit(served.base_url or "").hostname
+        return (
+            f"{model}: served at {host}, where the built-in prices (OpenAI's) do not apply, so "
+            "its calls count as $0; give it a price of your own in `pricing`, or set "
+            "model.priced_by_provider for a gateway to OpenAI"
+        )
 
     def _account(self, model: str, completion: Completion, usage: Usage) -> None:
         usd = cost_usd(self._price(model), completion.prompt_tokens, completion.completion_tokens)
@@ -375,8 +407,8 @@ class GuardedLLM:
         usage.usd += usd
         if not completion.usage_reported:
             usage.not_counted(USAGE_NOT_REPORTED, model)
-        elif usd == 0.0 and completion.prompt_tokens and not self._on_this_machine:
-            usage.not_counted(NO_PRICE, model)
+        elif completion.prompt_tokens and self._price(model) is None:
+            usage.not_counted(NO_PRICE, self._why_unpriced(model))
         self._metrics.record_llm_call(
             model,
             "ok",

@@ -2,8 +2,9 @@
 models (the bill), the dollars set aside for calls in flight, whose calls they are and the
 cap the caller put on them; and the prices that turn tokens into dollars.
 
-A model whose server reports no token usage, or that has no price, costs 0: the bill says
-which (`uncounted`), so the answer can say so too.
+A model whose server reports no token usage, or that has no price where it is served (the
+built-in prices are OpenAI's, for OpenAI's API), costs 0: the bill says which and why
+(`uncounted`), so the answer can say so too.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ class Usage:
     usd: float = 0.0
     # The likely cost of calls in flight, set aside so calls made at once see each other.
     reserved: float = 0.0
-    # (reason, model) for each model whose calls the dollars leave out, once each.
+    # (reason, detail) for each model whose calls the dollars leave out, once each; the detail
+    # starts with the model's name.
     uncounted: list[tuple[str, str]] = field(default_factory=list)
     # The dollars spent before this ledger began, when it is a part of a larger one.
     base_usd: float = 0.0
@@ -46,9 +48,9 @@ class Usage:
             return True
         return self.usd + self.reserved + next_call_usd <= self.limit_usd
 
-    def not_counted(self, reason: str, model: str) -> None:
-        if (reason, model) not in self.uncounted:
-            self.uncounted.append((reason, model))
+    def not_counted(self, reason: str, detail: str) -> None:
+        if (reason, detail) not in self.uncounted:
+            self.uncounted.append((reason, detail))
 
     def part(self) -> Usage:
         """A ledger for calls made beside others of the same request (a hierarchical plan's
@@ -62,8 +64,8 @@ class Usage:
         self.prompt_tokens += part.prompt_tokens
         self.completion_tokens += part.completion_tokens
         self.usd += part.usd - part.base_usd
-        for reason, model in part.uncounted:
-            self.not_counted(reason, model)
+        for reason, detail in part.uncounted:
+            self.not_counted(reason, detail)
 
 
 def price_for(model: str, pricing: Mapping[str, Price]) -> Price | None:

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from planner_arm.limits import LimitsSettings
 from planner_arm.plan.schemas import (
     PlanNote,
     PlanRequest,
@@ -73,7 +74,9 @@ class ReplanRequest(PlanRequest, OfAPlan):
 
     Exactly one of `previous` (a whole /plan or /replan answer) and `plan_id` (looked up in
     the plan store). `step_states` is keyed by step number; a state is an object or just its
-    status (`{"1": "completed"}`); a step without a state is pending.
+    status (`{"1": "completed"}`); a step without a state is pending. `goal` may be left out
+    when the plan names it: a stored plan's goal is its own (the service reads it), a plan
+    sent whole gives the one it carries.
     """
 
     model_config = _closed_with_examples(
@@ -99,6 +102,7 @@ class ReplanRequest(PlanRequest, OfAPlan):
         },
     )
 
+    goal: str = limited_fields(LimitsSettings(), goal_required=False)["goal"][1]
     step_states: dict[str, StepStateOrStatus] = Field(default_factory=dict, max_length=200)
     replan_steps: list[int] = Field(
         default_factory=list, max_length=200, description="Steps marked for re-planning"
@@ -111,6 +115,17 @@ class ReplanRequest(PlanRequest, OfAPlan):
         description="Refuse once the plan was replanned this often; may lower the service's "
         "planning.max_replans, never raise it",
     )
+
+    @model_validator(mode="after")
+    def _goal_of_the_plan(self) -> Self:
+        # "" is no goal given: a stored plan's own is read by the service; a plan sent whole
+        # names its own, unless it was made before answers carried it.
+        if self.goal or self.plan_id is not None:
+            return self
+        if self.previous is not None and self.previous.goal:
+            self.goal = self.previous.goal
+            return self
+        raise ValueError("goal is required: the plan sent in `previous` names no goal")
 
 
 class ExpandRequest(PlanRequest, OfAPlan):
@@ -267,6 +282,15 @@ class ValidateResponse(BaseModel):
     )
 
 
+class ModelFailureNote(BaseModel):
+    """A model's failed call, as /health keeps the last one."""
+
+    model: str
+    code: str = Field(description="connection, timeout, server_error, auth_failed, ...")
+    detail: str
+    at: str = Field(description="When it failed: UTC, ISO 8601")
+
+
 class HealthResponse(BaseModel):
     status: Literal["healthy"]
     version: str
@@ -288,6 +312,12 @@ class HealthResponse(BaseModel):
     )
     circuits: dict[str, str] = Field(
         description="Circuit state per model: closed, half_open or open"
+    )
+    llm_last_error: ModelFailureNote | None = Field(
+        None,
+        description="The last model failure since start-up (one that counts toward its "
+        "circuit), kept after the circuit opens or the model recovers, so an open circuit's "
+        "cause is not lost; null while none failed",
     )
     auth: Literal["keys", "none"] | None = Field(
         None,

@@ -40,17 +40,20 @@ def _nests(value: Any) -> bool:
     return isinstance(value, dict | list)
 
 
-def limited_fields(limits: LimitsSettings) -> dict[str, Any]:
-    """The fields whose limits come from config, so the checks and the schema agree."""
+def limited_fields(limits: LimitsSettings, goal_required: bool = True) -> dict[str, Any]:
+    """The fields whose limits come from config, so the checks and the schema agree. A
+    request that may leave its goal out (a replan of a stored plan) has "" for none."""
     kib = limits.max_context_bytes / 1024
     return {
         "goal": (
             str,
             Field(
+                ... if goal_required else "",
                 min_length=1,
                 max_length=limits.max_goal_chars,
                 description=f"What to accomplish: not blank, at most {limits.max_goal_chars} "
-                "characters",
+                "characters"
+                + ("" if goal_required else "; leave it out to keep the plan's own goal"),
                 # Documented for clients; enforced by _goal_not_blank with a clearer message.
                 json_schema_extra={"pattern": r"\S"},
             ),
@@ -275,7 +278,8 @@ def request_model_for(
     so the checks and the OpenAPI schema agree."""
     if limits == base.limits:
         return base
-    model = create_model(base.__name__, __base__=base, **limited_fields(limits))
+    fields = limited_fields(limits, goal_required=base.model_fields["goal"].is_required())
+    model = create_model(base.__name__, __base__=base, **fields)
     model.limits = limits
     return model
 

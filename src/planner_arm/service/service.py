@@ -192,14 +192,23 @@ class PlanService:
         principal: Principal = ANONYMOUS,
     ) -> PlanResponse:
         records = self._records(principal)
+        # The request as planned: a stored plan's goal is the replan's, whatever the body says.
+        read = request
 
         async def revised() -> PlanResponse:
-            previous, replan_count, verified = await self._replan_base(request, records)
-            async with self._held(request, request_id, records) as job:
-                return await self._revision(job, previous, replan_count, verified)
+            nonlocal read
+            previous, record = await self._previous(request.previous, request.plan_id, records)
+            read, overruled = replan_goal(request, previous, record)
+            replan_count, verified = await self._replan_count(previous, record, records)
+            async with self._held(read, request_id, records) as job:
+                response = await self._revision(job, previous, replan_count, verified)
+            if overruled:
+                detail = "the stored request's goal was used, not the body's"
+                response = with_warning(response, "stored_request_used", detail)
+            return response
 
         return await self._answered(
-            "replan", request, request_id, idempotency_key, records, revised
+            "replan", request, request_id, idempotency_key, records, revised, lambda: read
         )
 
     async def _revision(
@@ -316,12 +325,15 @@ class PlanService:
         idempotency_key: str | None,
         records: Records,
         work: Callable[[], Awaitable[PlanResponse]],
+        as_read: Callable[[], PlanRequest] | None = None,
     ) -> PlanResponse:
-        """`work()`'s answer, recorded and stored, once per idempotency key (when it has one)."""
+        """`work()`'s answer, recorded and stored, once per idempotency key (when it has one).
+        The body as sent names the idempotent request; it is stored as `work` read it
+        (`as_read`, after `work`), when that differs."""
 
         async def run() -> PlanResponse:
             response = await self._recorded(request, records.deadline, work)
-            return await self._stored(response, request, records)
+            return await self._stored(response, as_read() if as_read else request, records)
 
         if idempotency_key is None:
             return await run()
@@ -360,30 +372,29 @@ class PlanService:
             )
         return PlanResponse.model_validate(record["response"]), record
 
-    async def _replan_base(
-        self, request: ReplanRequest, records: Records
-    ) -> tuple[PlanResponse, int, bool]:
-        """The plan to revise, the replans of its chain, and whether the store vouched for
-        that count.
+    async def _replan_count(
+        self, previous: PlanResponse, record: dict[str, Any] | None, records: Records
+    ) -> tuple[int, bool]:
+        """The replans of the chain of the plan to revise (`record`: its stored record, when
+        it came by `plan_id`), and whether the store vouched for that count.
 
         A plan this service stored is read from the store, so a caller cannot reset the
         count by editing `replan_count` in the plan it sends back. A plan the store does not
         know is counted from what it shows: never below its own count, its version less one
         (each replan adds one; an iterative round that only reports progress adds a version
         without counting, so not for an iterative plan), or one when it names a parent."""
-        previous, record = await self._previous(request.previous, request.plan_id, records)
         if record is not None:
-            return previous, previous.replan_count, True
+            return previous.replan_count, True
         counted = await self._counted_replans(previous, records)
         if counted is not None:
-            return previous, counted, True
+            return counted, True
         versions = previous.version - 1 if previous.strategy != "iterative" else 0
         shown = max(
             previous.replan_count,
             versions,
             1 if previous.parent_plan_id is not None else 0,
         )
-        return previous, shown, False
+        return shown, False
 
     async def _counted_replans(self, previous: PlanResponse, records: Records) -> int | None:
         """The replans of `previous`'s chain as stored: its own record, else its parent's plus
@@ -459,6 +470,28 @@ def job_of(
         for warning in request.tool_warnings:
             job.notes.warn_once(warning)
     return job
+
+
+def replan_goal(
+    request: ReplanRequest, previous: PlanResponse, record: dict[str, Any] | None
+) -> tuple[ReplanRequest, bool]:
+    """The replan request with its plan's goal, and whether it overruled the body's. A stored
+    plan (`record`) keeps its own goal, as /plan/specialize keeps a stored request's: a body
+    that leaves the goal out gets it, one that names another is overruled. A plan sent whole
+    is the caller's to change: its body's goal stands (the request model gave it the plan's
+    own when the body had none)."""
+    if record is None:
+        return request, False
+    stored = previous.goal or (record.get("request") or {}).get("goal")
+    if not stored:
+        if not request.goal:
+            raise RequestRejected(
+                f"goal is required: the stored plan {previous.plan_id!r} names no goal",
+                code="invalid_request",
+            )
+        return request, False
+    overruled = bool(request.goal) and request.goal != stored
+    return request.model_copy(update={"goal": stored}), overruled
 
 
 def specialize_brief(

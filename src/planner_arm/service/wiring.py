@@ -178,7 +178,7 @@ def _model_chain(
             fallback_reserve=retry.fallback_reserve_seconds,
         ),
         policy=RetryPolicy(retry, clock, rng),
-        pricing=settings.pricing,
+        pricing=settings.prices_that_apply,
         max_tokens=settings.model.max_tokens,
         metrics=metrics,
     )
