@@ -433,11 +433,7 @@ def _remote_replan(
         raise ValueError("give exactly one of --plan-id and --previous")
     with PlannerClient(url, api_key=api_key) as client:
         given = PlanResponse.model_validate(answer) if answer is not None else None
-        # Without --goal, the plan's own: the one the file carries, or the stored plan's.
-        if goal is None:
-            goal = given.goal if given is not None else client.get(str(plan_id)).goal
-        if not goal:
-            raise ValueError("give --goal: the plan names no goal")
+        # Without --goal, the service takes the plan's own (the stored plan's, or the file's).
         return client.replan(goal, previous=given, plan_id=plan_id, **fields)
 
 

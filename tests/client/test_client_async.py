@@ -58,6 +58,18 @@ def as_json(plan: PlanResponse) -> dict[str, Any]:
     return plan.model_dump(mode="json")
 
 
+async def test_a_replan_without_a_goal_keeps_the_plans_own() -> None:
+    async with planner() as client:
+        plan = await client.plan(GOAL, ["No schema change"])
+        by_id = await client.replan(plan_id=plan.plan_id, step_states={1: "completed", 2: "failed"})
+        sent_back = await client.replan(previous=plan, step_states={1: "failed"})
+    assert by_id.goal == GOAL
+    assert by_id.parent_plan_id == plan.plan_id
+    assert sent_back.goal == GOAL
+    assert_valid_plan(as_json(by_id), consecutive=False)
+    assert_valid_plan(as_json(sent_back), consecutive=False)
+
+
 async def test_an_orchestrators_loop_gets_typed_answers() -> None:
     async with planner() as client:
         health = await client.health()

@@ -89,7 +89,7 @@ def _plain(value: Any) -> Any:
 
 
 def plan_fields(
-    goal: str,
+    goal: str | None,
     constraints: Sequence[str] | None = None,
     context: Mapping[str, Any] | None = None,
     *,
@@ -102,8 +102,9 @@ def plan_fields(
     tools: Sequence[ToolLike] | None = None,
     examples: Sequence[ExampleLike] | None = None,
 ) -> dict[str, Any]:
-    """The /plan body; the fields left out take the service's defaults."""
-    body: dict[str, Any] = {"goal": goal}
+    """The /plan body; the fields left out take the service's defaults (a replan without a
+    goal takes its plan's)."""
+    body: dict[str, Any] = {} if goal is None else {"goal": goal}
     if tools is not None:
         body["tools"] = [tool_json(tool) for tool in tools]
     if examples is not None:
@@ -182,7 +183,7 @@ the async client, wrap it in `contextlib.aclosing` to close it early). Takes the
 
 
 def replan(
-    goal: str,
+    goal: str | None = None,
     *,
     previous: PlanLike | None = None,
     plan_id: str | None = None,
@@ -201,9 +202,10 @@ def replan(
     specialize: bool = False,
 ) -> Call[PlanResponse]:
     """POST /replan: the plan revised, its finished steps kept. Give exactly one of
-    `previous` (the whole plan) and `plan_id` (a stored plan). `step_states` maps a step
-    number (int or str) to a `StepState`, its JSON, or just its status. `tools`, `examples`
-    and `specialize` as for `plan`."""
+    `previous` (the whole plan) and `plan_id` (a stored plan). Without `goal`, the service
+    takes the plan's own (a stored plan's, or the one `previous` carries). `step_states` maps
+    a step number (int or str) to a `StepState`, its JSON, or just its status. `tools`,
+    `examples` and `specialize` as for `plan`."""
     body = {
         **plan_fields(
             goal,
