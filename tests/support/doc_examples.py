@@ -125,16 +125,16 @@ def parse_marker(text: str) -> Marker | None:
         if body not in ("", IGNORE_WHITESPACE):
             raise MarkupError(f"unknown output option {body!r}")
         return Marker(role, body, {}, "")
-    head, _, reason = body.partition(",")
-    words = shlex.split(head)
-    if not words:
-        raise MarkupError("an example marker names its kind")
-    kind, *pairs = words
-    if kind == NOT_RUN:
-        if not reason.strip():
+    if body.split(",")[0].strip() == NOT_RUN:
+        reason = body.partition(",")[2].strip()
+        if not reason:
             raise MarkupError("a not-run example says why: <!-- example: not-run, <reason> -->")
-        return Marker(role, kind, {}, reason.strip())
-    if kind not in KINDS or reason or any("=" not in pair for pair in pairs):
+        return Marker(role, NOT_RUN, {}, reason)
+    try:
+        kind, *pairs = shlex.split(body) or [""]
+    except ValueError as error:
+        raise MarkupError(f"{text.strip()!r}: {error}") from None
+    if kind not in KINDS or any("=" not in pair for pair in pairs):
         raise MarkupError(f"not an example marker: {text.strip()!r} (kinds: {KINDS})")
     return Marker(role, kind, dict(pair.split("=", 1) for pair in pairs), "")
 
