@@ -43,6 +43,7 @@ from pathlib import Path
 
 import httpx
 
+from support.otlp_receiver import OTLPReceiver
 from support.redis_server import RedisServer
 from support.service import free_port, start_service, stop_services, wait_for_line
 from support.stub_model import StubLLM
@@ -65,6 +66,7 @@ LEADING_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+Z? ", re.MULTILINE)
 NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
     (re.compile(r"\b[0-9a-f]{32}\b"), "<id>"),
+    (re.compile(r"(\"?span_id\"?[=:] ?\"?)[0-9a-f]{16}\b"), r"\1<span>"),
     (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?"), "<time>"),
     (re.compile(r"(\"?(?:latency_ms|duration_ms|uptime_seconds)\"?[=:] ?)[\d.]+"), r"\1<n>"),
     (re.compile(r"(Started server process \[)\d+(\])"), r"\1<pid>\2"),
@@ -408,6 +410,7 @@ class Resources:
         self.directory = directory
         self.stub: StubLLM | None = None
         self.redis: RedisServer | None = None
+        self.otlp: OTLPReceiver | None = None
 
     def stub_url(self) -> str:
         if self.stub is None:
@@ -419,7 +422,14 @@ class Resources:
             self.redis = RedisServer(self.directory).start()
         return self.redis.url
 
+    def otlp_endpoint(self) -> str:
+        if self.otlp is None:
+            self.otlp = OTLPReceiver(keep=False).__enter__()
+        return self.otlp.endpoint
+
     def stop(self) -> None:
+        if self.otlp is not None:
+            self.otlp.__exit__(None, None, None)
         if self.stub is not None:
             self.stub.stop()
         if self.redis is not None:
@@ -431,6 +441,7 @@ SERVICE_ENVS: dict[str, Callable[[Resources], dict[str, str]]] = {
     "no-model": lambda _: {},
     "stub-model": lambda r: {"OPENAI_BASE_URL": r.stub_url(), "OPENAI_API_KEY": "sk-test"},
     "redis": lambda r: {"PLANNER_STORE_URL": r.redis_url()},
+    "otlp": lambda r: {"OTEL_EXPORTER_OTLP_ENDPOINT": r.otlp_endpoint()},
 }
 
 
