@@ -114,12 +114,16 @@ def test_a_block_without_a_marker_is_reported(tmp_path: Path) -> None:
     doc = tmp_path / "doc.md"
     doc.write_text(
         "<!-- example: shell -->\n```bash\necho hi\n```\n<!-- output -->\n```\nhi\n```\n\n"
-        "```\n$ echo unchecked\nunchecked\n```\n",
+        "```\n$ echo unchecked\nunchecked\n```\n"
+        "<!-- example: kubectl -->\n```\nkubectl apply -k k8s\n```\n",
         encoding="utf-8",
     )
     found, _, problems = examples([doc])
     assert [(example.source, example.expected) for example in found] == [("echo hi\n", "hi\n")]
-    assert problems == [f"{doc}:10: a code block with no marker before it"]
+    assert problems == [
+        f"{doc}:10: a code block with no marker before it",
+        f"{doc}:15: not an example marker: '<!-- example: kubectl -->' (kinds: {KINDS})",
+    ]
 
 
 def test_set_up_lines_are_the_ones_the_script_prints() -> None:

@@ -16,11 +16,11 @@ A shell block whose lines start with `$ ` holds its commands and their output to
 compares an output written in the example's own block so); with `command='...'` the block is
 the output of that command; `before='...'` runs first, its output unseen (a file, a variable
 the example uses). For serve-log: `plan=<goal>` logs one plan too, `format=json`, `tail=N`
-compares the last N lines only. An
-example without an output block must exit 0 (and a shell example must not print an error
-body). `service=` names the service the example talks to (`SERVICE_ENVS`): a real process on
-a free loopback port, one per name for the whole run; `localhost:8080` and `127.0.0.1:8080`
-in the example are rewritten to it. Options are `key=value` words (shell quoting).
+compares the last N lines only. An example without an output block must exit 0 (and a shell
+example must not print an error body). `service=` names the service the example talks to
+(`SERVICE_ENVS`): a real process on a free loopback port, one per name for the whole run;
+`localhost:8080` and `127.0.0.1:8080` in the example are rewritten to it. Options are
+`key=value` words (shell quoting).
 
 Comparison: both sides are normalised (`NORMALISERS`: ids, timestamps, latencies, ...), then
 matched exactly, except that a line `...` in the docs stands for any number of lines and
@@ -38,7 +38,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -89,6 +89,7 @@ class Block:
     lang: str
     text: str
     marker: Marker | None
+    markup_error: str = ""  # why the comment before it is not a marker the harness reads
 
     @property
     def where(self) -> str:
@@ -103,7 +104,6 @@ class Example:
     source: str
     expected: str | None = None
     ignore_whitespace: bool = False
-    outputs: list[Block] = field(default_factory=list)
 
     @property
     def where(self) -> str:
@@ -160,11 +160,12 @@ def blocks(path: Path) -> Iterator[Block]:
             for line in lines[index + 1 : end]
         ]
         before = next((lines[i] for i in range(index - 1, -1, -1) if lines[i].strip()), "")
+        marker, markup_error = None, ""
         try:
             marker = parse_marker(before)
         except MarkupError as error:
-            raise MarkupError(f"{shown(path)}:{index}: {error}") from None
-        yield Block(path, index + 1, lang, "\n".join(body) + "\n", marker)
+            markup_error = str(error)
+        yield Block(path, index + 1, lang, "\n".join(body) + "\n", marker, markup_error)
         index = end + 1
 
 
@@ -196,7 +197,6 @@ def _example(block: Block, marker: Marker) -> Example:
     example = Example(block, marker.kind, options, block.text)
     if "command" in options:  # the block is the output of the marker's command
         example.source, example.expected = options["command"] + "\n", block.text
-        example.outputs.append(block)
     elif options.get("output") == "comments":
         example.source, example.expected = _trailing_comments(block.text)
     elif marker.kind == "serve-log":
@@ -220,13 +220,13 @@ def examples(paths: list[Path] = DOCS) -> tuple[list[Example], list[Block], list
         for block in blocks(path):
             marker = block.marker
             if marker is None:
-                problems.append(f"{block.where}: a code block with no marker before it")
+                why = block.markup_error or "a code block with no marker before it"
+                problems.append(f"{block.where}: {why}")
             elif marker.role == "output":
                 if current is None or current.expected is not None:
                     problems.append(f"{block.where}: an output with no example before it")
                     continue
                 current.expected, current.ignore_whitespace = block.text, bool(marker.kind)
-                current.outputs.append(block)
             elif marker.kind == NOT_RUN:
                 not_run.append(block)
                 current = None
@@ -397,7 +397,6 @@ def unknown_setup_lines(lines: list[str]) -> list[str]:
 
 # --- the services the examples talk to -----------------------------------------------------
 
-GOAL = "Fix authentication bug and add tests"
 # Every service of the examples: stopped at once, no request rate (a page of examples is
 # faster than one anonymous caller's 20 a second).
 COMMON_ENV = {"DRAIN_SECONDS": "0", "PLANNER_TENANTS__REQUESTS_PER_SECOND": "0"}
