@@ -4,9 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian packages the tests run for real: redis-server (the Redis store's tests) and chromium
-# with a font (the plan page's browser test; Playwright drives it and downloads no browser).
+# with a font (the plan page's browser test; Playwright drives it and downloads no browser),
+# curl and jq (the documented examples, tests/test_doc_examples.py).
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 if [ "${#missing[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then

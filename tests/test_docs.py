@@ -8,8 +8,9 @@
 - docs/api.md's /plan/validate error codes are the ones the checker reports.
 - Every relative link in README.md and docs/*.md points at a file (and heading) that exists,
   and every repository path they name (`tests/e2e/test_faults.py`) exists.
-- The tool plans README.md and docs/tools.md print for their `curl` examples are what the
-  service answers without a model.
+- README.md's tool example: the cast asked for alone plans the search first.
+
+Every documented example's output is run and compared by tests/test_doc_examples.py.
 
 The codes are read from the source with `ast`, wherever the modules live, so a new code, a
 moved module or a renamed file is caught here with its name.
@@ -537,46 +538,6 @@ def curl_examples(text: str) -> list[tuple[dict[str, Any], str, list[str]]]:
         if "curl" in block and body and jq:
             examples.append((json.loads(body.group(1)), jq.group(1), printed.splitlines()))
     return examples
-
-
-def jq_lines(expression: str, answer: Any) -> list[str]:
-    """What `jq -c expression` prints for `answer`, for the expressions the docs use: terms
-    separated by commas, each a path (`.plan[]`, `.metadata.warnings[0]`), optionally piped to
-    an object of some of its keys (`{step, required_arm}`)."""
-    printed = []
-    for term in re.split(r",\s*(?![^{}]*\})", expression):
-        path, _, keys = term.strip().strip("()").partition("|")
-        values = [answer]
-        for name, index in re.findall(r"\.(\w+)|\[(\d*)\]", path):
-            if name:
-                values = [value[name] for value in values]
-            else:
-                values = (
-                    [item for value in values for item in value]
-                    if not index
-                    else [value[int(index)] for value in values]
-                )
-        if keys.strip():
-            names = [key.strip() for key in keys.strip().strip("{}").split(",")]
-            values = [{key: value[key] for key in names} for value in values]
-        printed += [
-            json.dumps(value, separators=(",", ":"), ensure_ascii=False) for value in values
-        ]
-    return printed
-
-
-@pytest.mark.parametrize(
-    ("doc", "title"), [(README, "Your own tools"), (TOOLS_DOC, "The `tools` field")]
-)
-async def test_the_documented_tool_plans_are_what_the_service_answers(
-    doc: Path, title: str
-) -> None:
-    examples = curl_examples(section(doc, title))
-    assert examples, f"{doc.relative_to(ROOT)}: no curl example under {title!r}"
-    async with running_app(make_settings(llm=False)) as client:
-        for body, expression, printed in examples:
-            answer = (await client.post("/plan", json=body)).json()
-            assert jq_lines(expression, answer) == printed
 
 
 async def test_the_readme_cast_without_the_search_gets_the_search_first() -> None:

@@ -55,13 +55,18 @@ def stop_services(processes: list[subprocess.Popen[str]]) -> None:
 
 
 def start_service(
-    port: int, env: dict[str, str]
+    port: int,
+    env: dict[str, str],
+    *,
+    base_env: dict[str, str] | None = None,
+    startup_log: list[str] | None = None,
 ) -> tuple[subprocess.Popen[str], queue.Queue[str], threading.Thread]:
-    """`python -m planner_arm serve` on `port` with `env` added to this environment; returns
-    once it logged its startup, with the queue of its log lines and the thread filling it."""
+    """`python -m planner_arm serve` on `port` with `env` added to `base_env` (by default this
+    environment); returns once it logged its startup, with the queue of its log lines and the
+    thread filling it. The lines up to the startup are appended to `startup_log`."""
     process = subprocess.Popen(
         [sys.executable, "-m", "planner_arm", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env={**os.environ, **env},
+        env={**(os.environ if base_env is None else base_env), **env},
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -71,7 +76,7 @@ def start_service(
     stream = process.stderr
     reader = threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True)
     reader.start()
-    seen = []
+    seen = [] if startup_log is None else startup_log
     while True:
         try:
             line = lines.get(timeout=STARTUP_SECONDS)
