@@ -24,7 +24,9 @@ from planner_arm.plan.budget import (
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quality_problems
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
-from planner_arm.plan.validation import ValidPlan, validate_plan
+from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
+from planner_arm.rules.tool_review import review_tool_plan
+from planner_arm.rules.tools import ToolPlanner
 from planner_arm.strategies.answering import Answers, Sourced
 from planner_arm.strategies.job import Job
 from planner_arm.strategies.prompts import (
@@ -77,6 +79,8 @@ class FlatPlanner:
                 resolver,
                 functools.partial(validate_plan, rules=rules),
             )
+            if box.rule_based.tools is not None:
+                draft, valid = reviewed(draft, valid, request, box.rule_based.tools, rules)
             check_answer_budget(valid.steps, request.budget)  # over budget: a repair prompt
             # A prohibition no step mentions is checked by the last step: mended here, free.
             steps, checked = checked_prohibitions(valid.steps, request.constraints)
@@ -96,6 +100,21 @@ class FlatPlanner:
             quality=checks,
             noted=_noted,
         )
+
+
+def reviewed(
+    draft: DraftPlan, valid: ValidPlan, request: PlanRequest, tools: ToolPlanner, rules: PlanRules
+) -> PlanAnswer:
+    """A model's tool plan reviewed with the tool graph (rules/tool_review.py) and checked
+    again: what the review mended joins the repairs, what it found the warnings."""
+    graph = tools.graph.with_examples(request.examples or ())
+    review = review_tool_plan(valid.steps, request.goal, tools, graph, rules.max_steps)
+    mended = replace(
+        draft,
+        repairs=[*draft.repairs, *valid.repairs, *review.repairs],
+        warnings=[*draft.warnings, *review.warnings],
+    )
+    return mended, validate_plan(DraftPlan(review.steps), rules)
 
 
 def _noted(answer: PlanAnswer, problems: Sequence[Mendable]) -> PlanAnswer:
@@ -124,4 +143,5 @@ def respond(
         prompt_version=prompt_version,
         fixed_confidence=None if answer.model is not None else fallback_confidence,
         warnings=job.warnings(),
+        tools=job.toolbox.rules.profile == "tools",
     )
