@@ -4,6 +4,7 @@ repairs, what the graph mends (a producer step, a link, an identical repeat) and
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import respx
@@ -156,3 +157,29 @@ async def test_a_goal_piece_no_tool_does_is_named_in_a_model_plan(
         {"code": "goal_part_unplanned", "detail": "book two seats for tonight"}
     ]
     assert body["confidence"] == round(TOOL_PLAN_CONFIDENCE * 0.85, 3)
+
+
+async def test_the_prompt_opens_the_same_for_every_request_and_carries_the_rule_based_draft(
+    chat_route: respx.Route,
+) -> None:
+    chat_route.return_value = answer({"plan": [_step(1, "search_movie", "find Titanic", [])]})
+    goals = [GOAL, "List the cast of Heat"]
+    async with running_app(make_settings()) as client:
+        for goal in goals:
+            response = await client.post("/plan", json={"goal": goal, "tools": TOOLS})
+            assert response.status_code == 200, response.text
+    sent = [json.loads(call.request.content)["messages"] for call in chat_route.calls]
+    systems = [messages[0]["content"] for messages in sent]
+    # The rules first and the tools after them: the same opening for every request.
+    assert systems[0] == systems[1]
+    assert systems[0].index("Rules:") < systems[0].index('{"name": "search_movie"')
+    for messages, goal in zip(sent, goals, strict=True):
+        user = messages[1]["content"]
+        draft_line = next(line for line in user.splitlines() if line.startswith('{"draft"'))
+        # The draft is the rule-based plan: the cast needs the movie's id, found first.
+        assert json.loads(draft_line)["draft"] == [
+            {"step": 1, "tool": "search_movie", "depends_on": []},
+            {"step": 2, "tool": "GetMovieCredit", "depends_on": [1]},
+        ]
+        # What changes comes last: the draft before the request.
+        assert user.index('{"draft"') < user.index(json.dumps(goal))

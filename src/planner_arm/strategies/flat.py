@@ -31,6 +31,7 @@ from planner_arm.strategies.answering import Answers, Sourced
 from planner_arm.strategies.job import Job
 from planner_arm.strategies.prompts import (
     PROMPT_VERSION,
+    draft_prompt,
     examples_prompt,
     initial_messages,
     user_prompt,
@@ -68,8 +69,14 @@ class FlatPlanner:
         """The /plan request as the model is asked it, and how its answer is read."""
         request, box = job.request, job.toolbox
         rules, resolver = box.rules, box.resolver
-        user = examples_prompt(box.worked) + user_prompt(
-            request.goal, request.constraints, request.context, describe_budget(request.budget)
+        tools = box.rule_based.tools
+        draft = tools.plan(request.goal, rules.max_steps, request.examples or ()) if tools else None
+        user = (
+            examples_prompt(box.worked)
+            + draft_prompt(draft.steps if draft is not None else [])
+            + user_prompt(
+                request.goal, request.constraints, request.context, describe_budget(request.budget)
+            )
         )
 
         def read(completion: Completion) -> PlanAnswer:
@@ -79,8 +86,8 @@ class FlatPlanner:
                 resolver,
                 functools.partial(validate_plan, rules=rules),
             )
-            if box.rule_based.tools is not None:
-                draft, valid = reviewed(draft, valid, request, box.rule_based.tools, rules)
+            if tools is not None:
+                draft, valid = reviewed(draft, valid, request, tools, rules)
             check_answer_budget(valid.steps, request.budget)  # over budget: a repair prompt
             # A prohibition no step mentions is checked by the last step: mended here, free.
             steps, checked = checked_prohibitions(valid.steps, request.constraints)
