@@ -374,7 +374,13 @@ def service_settings(run: Run, *, with_model: bool) -> Settings:
     if run.examples:
         overrides["examples"] = run.examples
     if with_model:
-        model = {"base_url": run.model_url, "name": run.model, "call_timeout_seconds": run.timeout}
+        # The same answer length as the direct prompt's (--max-tokens).
+        model = {
+            "base_url": run.model_url,
+            "name": run.model,
+            "call_timeout_seconds": run.timeout,
+            "max_tokens": run.max_tokens,
+        }
         return load_settings(**overrides, model=model, api_key=run.api_key)
     return load_settings(**overrides, model={"base_url": None}, api_key=None)
 
@@ -519,7 +525,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="for a server that wants one (default: OPENAI_API_KEY)",
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per plan (≤ 300)")
-    parser.add_argument("--max-tokens", type=int, default=1000, help="direct: answer length")
+    parser.add_argument(
+        "--max-tokens", type=int, default=1000, help="the longest answer, direct and service"
+    )
     parser.add_argument("--stub", action="store_true", help="a stub model answering gold graphs")
     parser.add_argument("--json", type=Path, help="write the figures and every case here")
     parser.add_argument(

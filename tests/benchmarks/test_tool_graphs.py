@@ -247,6 +247,12 @@ def test_the_service_lists_every_tool_when_asked_and_its_default_otherwise() -> 
     assert default.tool_shortlist == load_settings().planning.tool_shortlist
 
 
+def test_the_service_answers_as_long_as_the_direct_prompt() -> None:
+    tools, cases = tg.load_data(TINY)
+    run = a_run(tools, cases[1])
+    assert tg.service_settings(run, with_model=True).model.max_tokens == run.max_tokens == 500
+
+
 # --- whole runs in stub mode ---------------------------------------------------------------
 
 
