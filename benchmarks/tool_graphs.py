@@ -435,10 +435,15 @@ async def run_system(
             stack.push_async_callback(http.aclose)
             planner = Service(run, http)
         outcomes = []
-        for case in cases:
+        for number, case in enumerate(cases, 1):
             if stub is not None:
                 serve_gold(stub, system, case)
             outcomes.append(await planner.plan(case))
+            # A live run takes minutes: each plan is reported as it ends.
+            done = outcomes[-1]
+            note = f", {done.note}" if done.note else ""
+            said = f"{system} {number}/{len(cases)}: {done.seconds:.1f} s, {done.calls} call(s)"
+            print(said + note, file=sys.stderr, flush=True)
         return outcomes
 
 
