@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/tool_graphs.py --model-url http://127.0.0.1:8080/v1 [--model M]
         [--data DIR] [--split dev|heldout|all] [--cases N] [--seed S]
-        [--systems service,direct,rules] [--json out.json]
+        [--systems service,direct,rules] [--tool-shortlist N] [--json out.json]
     .venv/bin/python benchmarks/tool_graphs.py --stub --data benchmarks/data/tiny-tools
 
 DIR holds `tools.json` (`{"nodes": [{"id", "desc"}, ...]}`) and `cases.jsonl` (one request a
@@ -17,6 +17,10 @@ repository root. A seeded sample of N cases of the split goes through each syste
   asked as strict JSON `{"task_steps", "task_nodes", "task_links"}`; an answer that does not
   parse gets one follow-up call asking for it as strict JSON;
 - rules: the service with no model configured (its rule-based planner).
+
+`--tool-shortlist N` sets the service's `planning.tool_shortlist` (0: its prompt lists every
+tool, the same opening for every request; default: the shortlist of the 40 tools most
+relevant to each request), to measure prompt size and time per plan both ways.
 
 Scoring, per request: node F1 between the predicted and the gold sets of tool ids, link F1
 between the sets of (source, target) pairs (requests whose gold graph has no link are left out
@@ -276,6 +280,8 @@ class Run:
     max_tokens: int
     # Worked examples for the service (dev cases outside the sample), in its config shape.
     examples: list[dict[str, Any]] = field(default_factory=list)
+    # The service's `planning.tool_shortlist` (0: every tool listed); None: the default.
+    tool_shortlist: int | None = None
 
 
 class Direct:
@@ -360,14 +366,21 @@ def service_settings(run: Run, *, with_model: bool) -> Settings:
     A worked example for the service, when wanted, comes from a config file (PLANNER_CONFIG)."""
     overrides: dict[str, Any] = {
         "server": {"log_level": "WARNING", "max_body_bytes": MAX_BODY_BYTES},
-        "planning": {"timeout_seconds": run.timeout},
+        "planning": {"timeout_seconds": run.timeout}
+        | ({} if run.tool_shortlist is None else {"tool_shortlist": run.tool_shortlist}),
         # Every plan comes from the one anonymous caller, faster than its request rate.
         "tenants": {"requests_per_second": 0},
     }
     if run.examples:
         overrides["examples"] = run.examples
     if with_model:
-        model = {"base_url": run.model_url, "name": run.model, "call_timeout_seconds": run.timeout}
+        # The same answer length as the direct prompt's (--max-tokens).
+        model = {
+            "base_url": run.model_url,
+            "name": run.model,
+            "call_timeout_seconds": run.timeout,
+            "max_tokens": run.max_tokens,
+        }
         return load_settings(**overrides, model=model, api_key=run.api_key)
     return load_settings(**overrides, model={"base_url": None}, api_key=None)
 
@@ -422,10 +435,15 @@ async def run_system(
             stack.push_async_callback(http.aclose)
             planner = Service(run, http)
         outcomes = []
-        for case in cases:
+        for number, case in enumerate(cases, 1):
             if stub is not None:
                 serve_gold(stub, system, case)
             outcomes.append(await planner.plan(case))
+            # A live run takes minutes: each plan is reported as it ends.
+            done = outcomes[-1]
+            note = f", {done.note}" if done.note else ""
+            said = f"{system} {number}/{len(cases)}: {done.seconds:.1f} s, {done.calls} call(s)"
+            print(said + note, file=sys.stderr, flush=True)
         return outcomes
 
 
@@ -512,7 +530,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="for a server that wants one (default: OPENAI_API_KEY)",
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per plan (≤ 300)")
-    parser.add_argument("--max-tokens", type=int, default=1000, help="direct: answer length")
+    parser.add_argument(
+        "--max-tokens", type=int, default=1000, help="the longest answer, direct and service"
+    )
     parser.add_argument("--stub", action="store_true", help="a stub model answering gold graphs")
     parser.add_argument("--json", type=Path, help="write the figures and every case here")
     parser.add_argument(
@@ -523,6 +543,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--shortlist", type=int, default=40, help="the shortlist size whose recall is printed"
+    )
+    parser.add_argument(
+        "--tool-shortlist",
+        type=int,
+        help="service: planning.tool_shortlist (0: list every tool; default: the service's)",
     )
     options = parser.parse_args(argv)
     systems = [s.strip() for s in options.systems.split(",") if s.strip()]
@@ -592,7 +617,7 @@ async def run_all(options: argparse.Namespace, stub: StubLLM | None) -> dict[str
         model = await first_model(url, options.api_key)
     examples = worked_examples(cases, sample, options.examples, options.seed)
     run = Run(tools, example, model or "none", url, options.api_key, options.timeout,
-              options.max_tokens, examples)  # fmt: skip
+              options.max_tokens, examples, options.tool_shortlist)  # fmt: skip
     print(f"{options.data}: {len(tools)} tools; {len(sample)} {options.split} cases "
           f"(seed {options.seed}), worked example {example.id}; model {run.model} at {url}",
           flush=True)  # fmt: skip

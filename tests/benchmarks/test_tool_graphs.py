@@ -7,6 +7,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -15,6 +16,7 @@ import httpx
 import openai
 import pytest
 
+from planner_arm.config import load_settings
 from planner_arm.plan.schemas import PlanRequest
 from support.stub_model import Reply, StubLLM
 
@@ -235,6 +237,20 @@ async def test_the_service_system_sends_the_tools_and_reads_the_plan_it_gets() -
     assert (planned.source, planned.note) == ("fallback", "invalid_plan")
     assert refused.graph is None
     assert refused.note == "422 invalid_request: bad tools"
+
+
+def test_the_service_lists_every_tool_when_asked_and_its_default_otherwise() -> None:
+    tools, cases = tg.load_data(TINY)
+    every = replace(a_run(tools, cases[1]), tool_shortlist=0)
+    assert tg.service_settings(every, with_model=True).planning.tool_shortlist == 0
+    default = tg.service_settings(a_run(tools, cases[1]), with_model=True).planning
+    assert default.tool_shortlist == load_settings().planning.tool_shortlist
+
+
+def test_the_service_answers_as_long_as_the_direct_prompt() -> None:
+    tools, cases = tg.load_data(TINY)
+    run = a_run(tools, cases[1])
+    assert tg.service_settings(run, with_model=True).model.max_tokens == run.max_tokens == 500
 
 
 # --- whole runs in stub mode ---------------------------------------------------------------

@@ -24,6 +24,8 @@ from support.app import FIXTURES, fixture_text, good_plan
 class FakeResolver:
     """Keeps the arm it is given (or 'planner') and records every call."""
 
+    index = None  # the built-in arms: no tool set's index
+
     def __init__(self) -> None:
         self.calls: list[tuple[str | None, str]] = []
 

@@ -13,6 +13,7 @@ from planner_arm.plan.estimation import (
     critical_path_duration,
     parallel_stages,
     plan_confidence,
+    tool_plan_confidence,
     total_duration,
 )
 from planner_arm.plan.schemas import PlanStep
@@ -142,3 +143,30 @@ def test_confidence_never_rises_with_repairs_or_calls_and_calls_cost_more() -> N
     one_repair = plan_confidence(0.9, repairs=1, llm_calls=1)
     one_extra_call = plan_confidence(0.9, repairs=0, llm_calls=2)
     assert one_extra_call < one_repair < 0.9
+
+
+@pytest.mark.parametrize(
+    ("repairs", "warnings", "calls", "expected"),
+    [
+        ([], [], 1, 0.8),  # the tool prompt asks for no confidence: a clean plan starts at 0.8
+        (["tool_closest: 'search_movi' -> search_movie"], [], 1, 0.64),  # 0.8 * 0.8
+        ([], ["action_unlike_tool: step 2 (x): 'buy' reads like y"], 1, 0.64),
+        ([], ["goal_part_unplanned: book two seats"], 1, 0.68),  # 0.8 * 0.85
+        (["producer_added: step 1: a for step 2"], [], 1, 0.72),  # 0.8 * 0.9
+        (["link_added: step 1 -> step 2"], [], 1, 0.776),  # any other repair: 0.97
+        ([], ["ignored_step_fields: note"], 1, 0.8),  # any other warning: nothing
+        ([], [], 2, 0.68),  # an extra call: 0.85
+        (["tool_closest", "tool_closest"], ["action_unlike_tool"], 1, 0.41),  # 0.8 * 0.8**3
+    ],
+)
+def test_tool_plan_confidence_formula(
+    repairs: list[str], warnings: list[str], calls: int, expected: float
+) -> None:
+    assert tool_plan_confidence(None, repairs=repairs, warnings=warnings, llm_calls=calls) == (
+        expected
+    )
+
+
+def test_a_tool_plans_own_confidence_is_its_base() -> None:
+    assert tool_plan_confidence(0.5, repairs=[], warnings=[], llm_calls=1) == 0.5
+    assert tool_plan_confidence(math.nan, repairs=[], warnings=[], llm_calls=1) == 0.8

@@ -13,10 +13,12 @@ from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, repair, repair_code, split_note
 from planner_arm.plan.edited import NOTE_CODES, EditCheck
 from planner_arm.plan.estimation import (
+    FILLED_IN_TOOL_PLANS,
     complexity_score,
     critical_path_duration,
     parallel_stages,
     plan_confidence,
+    tool_plan_confidence,
     total_duration,
 )
 from planner_arm.plan.schemas import (
@@ -88,9 +90,11 @@ def assemble_response(
     prompt_version: str,
     fixed_confidence: float | None = None,
     warnings: Sequence[str] = (),
+    tools: bool = False,
 ) -> PlanResponse:
     """`fixed_confidence` replaces the computed one (the fallback's, so callers can tell);
-    `warnings` are said after the draft's own."""
+    `warnings` are said after the draft's own. `tools`: a plan of the caller's tools, whose
+    fields filled by design are not repairs, and whose confidence is `tool_plan_confidence`."""
     repairs = [*draft.repairs, *valid.repairs]
     rationale = (draft.rationale or "").strip()
     if not rationale:
@@ -101,8 +105,15 @@ def assemble_response(
         if complexity is not None:
             repairs.append(repair("complexity_recomputed", f"{complexity!r} is outside 0-1"))
         complexity = complexity_score(valid.steps)
+    said = [*draft.warnings, *warnings]
+    if tools:
+        repairs = [entry for entry in repairs if repair_code(entry) not in FILLED_IN_TOOL_PLANS]
     if fixed_confidence is not None:
         confidence = fixed_confidence
+    elif tools:
+        confidence = tool_plan_confidence(
+            draft.confidence, repairs=repairs, warnings=said, llm_calls=usage.calls
+        )
     else:
         confidence = plan_confidence(draft.confidence, repairs=len(repairs), llm_calls=usage.calls)
     return PlanResponse(
@@ -125,7 +136,7 @@ def assemble_response(
             model=model,
             attempts=usage.calls,
             repairs=notes(repairs),
-            warnings=notes([*draft.warnings, *warnings]),
+            warnings=notes(said),
             latency_ms=round(latency_ms, 3),
             prompt_version=prompt_version,
         ),

@@ -147,6 +147,8 @@ class _Normaliser:
         self.names: dict[str, int] | None = None  # a step's id or action -> its number
         self.rows: list[tuple[Found, int | None]] = []
         self.renumber: dict[int, int] = {}  # a given number -> its position, when renumbered
+        # The names the prompt itself asks for: a tool plan's step names its arm `tool`.
+        self.asked = {"required_arm": "tool"} if arms.index is not None else {}
 
     def add(self, code: str, detail: str | None = None) -> None:
         details = self.repairs.setdefault(code, [])
@@ -247,7 +249,7 @@ class _Normaliser:
         if not options:
             return None
         _, key, value = options[0]
-        if key != field:
+        if key != field and key != self.asked.get(field):
             self.add("field_synonym", f"{key} -> {field}")
         return value
 

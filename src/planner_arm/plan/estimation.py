@@ -5,7 +5,7 @@ confidence, and what the planning calls cost. Pure functions, no I/O.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from graphlib import TopologicalSorter
 
 from planner_arm.plan.schemas import PlanStep
@@ -16,6 +16,29 @@ REPAIR_FACTOR = 0.97
 EXTRA_CALL_FACTOR = 0.85
 MIN_CONFIDENCE = 0.05
 MAX_CONFIDENCE = 0.99
+
+# A tool plan's answer has no confidence of its own (the tool prompt does not ask for one): a
+# plan in the asked shape, over listed tools, covering every piece of the goal, starts here.
+TOOL_PLAN_CONFIDENCE = 0.8
+# What each entry of a tool plan's repairs and warnings says about the model's answer: a tool
+# guessed from a misspelt name, a step whose action names another tool, a piece of the goal
+# no step does cost most; a step added or dropped by the service less; any other repair is a
+# small mend (`REPAIR_FACTOR`), any other warning nothing.
+TOOL_PLAN_FACTORS: Mapping[str, float] = {
+    "tool_closest": 0.8,
+    "action_unlike_tool": 0.8,
+    "goal_part_unplanned": 0.85,
+    "producer_added": 0.9,
+    "no_tool_step_dropped": 0.9,
+    "step_dropped": 0.9,
+    "repeat_merged": 0.95,
+    "tool_reconciled": 0.95,
+}
+# What the service fills in a tool plan by design (the tool prompt asks only for `step`,
+# `tool`, `action`, `depends_on`): not repairs, and no cost to the confidence.
+FILLED_IN_TOOL_PLANS = frozenset(
+    {"default_criteria", "default_cost_tier", "default_duration", "default_rationale"}
+)
 
 # complexity_score: each part is scaled to [0, 1] and the weights sum to 1.
 COMPLEXITY_WEIGHTS = {"size": 0.25, "arms": 0.20, "depth": 0.20, "width": 0.10, "cost": 0.25}
@@ -127,4 +150,32 @@ def plan_confidence(model_confidence: float | None, *, repairs: int, llm_calls: 
     if base is None or not math.isfinite(base) or not 0.0 <= base <= 1.0:
         base = DEFAULT_MODEL_CONFIDENCE
     value = base * REPAIR_FACTOR ** max(0, repairs) * EXTRA_CALL_FACTOR ** max(0, llm_calls - 1)
+    return round(min(max(value, MIN_CONFIDENCE), MAX_CONFIDENCE), 3)
+
+
+def tool_plan_confidence(
+    model_confidence: float | None,
+    *,
+    repairs: Sequence[str],
+    warnings: Sequence[str],
+    llm_calls: int,
+) -> float:
+    """How far to trust a model's tool plan, from what the service had to change in it and
+    what it found wrong with it:
+
+        confidence = base * product(factor(entry) for each repair and warning)
+                     * 0.85 ** max(0, llm_calls - 1)
+
+    clamped to [0.05, 0.99] and rounded to 3 places. `base` is the model's confidence when it
+    gave a usable one, else `TOOL_PLAN_CONFIDENCE` (0.8). `factor` is `TOOL_PLAN_FACTORS` by
+    the entry's code ("code: detail"), else 0.97 for a repair and 1 for a warning. The fields
+    filled by design (`FILLED_IN_TOOL_PLANS`) are not among the repairs.
+    """
+    base = model_confidence
+    if base is None or not math.isfinite(base) or not 0.0 <= base <= 1.0:
+        base = TOOL_PLAN_CONFIDENCE
+    value = base * EXTRA_CALL_FACTOR ** max(0, llm_calls - 1)
+    for entries, other in ((repairs, REPAIR_FACTOR), (warnings, 1.0)):
+        for entry in entries:
+            value *= TOOL_PLAN_FACTORS.get(entry.split(":", 1)[0].strip(), other)
     return round(min(max(value, MIN_CONFIDENCE), MAX_CONFIDENCE), 3)

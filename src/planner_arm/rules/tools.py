@@ -32,7 +32,7 @@ steps that make its inputs, linked by what each needs.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from graphlib import CycleError
 from typing import Any
@@ -95,7 +95,7 @@ _ID_VALUE = r"(?:\s+(?:id|ids|number|no\.?|#))?\s*[:#]?\s*[\"']?[A-Za-z]*[-_]?\d
 
 
 @dataclass
-class _PlannedCall:
+class PlannedCall:
     tool: str
     # The piece of the request it is for (a producer: its consumer's piece).
     piece: str
@@ -125,16 +125,22 @@ class ToolPlanner:
         request's own worked examples, counted with the configured ones."""
         graph = self.graph.with_examples(examples)
         index = self.resolver.index or ToolIndex(self.resolver.arms)
-        noted = self.graph.counts.examples > 0  # the configured examples, in the index
-        chosen, unplanned = _Matcher(index, graph, goal, noted).chosen()
+        chosen, unplanned = self.matcher(goal, graph).chosen()
         if not chosen:  # a plan has a step: the best match for the whole request
             ranked = index.ranked(goal)
-            chosen = [_PlannedCall(ranked[0][0] if ranked else self.resolver.arm_ids[0], goal, 0)]
+            chosen = [PlannedCall(ranked[0][0] if ranked else self.resolver.arm_ids[0], goal, 0)]
         steps = _linked(_ordered(_with_producers(chosen, graph, goal), graph), graph)
         steps = _trimmed(steps, max_steps)
         warnings = [repair("goal_part_unplanned", clip(text, _WARNING_CHARS)) for text in unplanned]
-        drafts = [_draft(step, number, graph) for number, step in enumerate(steps, 1)]
+        drafts = [draft_step(step, number, graph) for number, step in enumerate(steps, 1)]
         return DraftPlan(drafts, _rationale(steps, unplanned), warnings=warnings)
+
+    def matcher(self, goal: str, graph: ToolGraph) -> PieceMatcher:
+        """The pieces of `goal`, matched to this set's tools with `graph` (this planner's
+        graph, or it with a request's own examples)."""
+        index = self.resolver.index or ToolIndex(self.resolver.arms)
+        noted = self.graph.counts.examples > 0  # the configured examples, in the index
+        return PieceMatcher(index, graph, goal, noted)
 
 
 def tool_plan(
@@ -150,7 +156,7 @@ def tool_plan(
     return (planner or ToolPlanner.over(resolver)).plan(goal, max_steps, examples)
 
 
-class _Matcher:
+class PieceMatcher:
     """Each piece of one request matched to its tool."""
 
     def __init__(self, index: ToolIndex, graph: ToolGraph, goal: str, noted: bool) -> None:
@@ -168,10 +174,10 @@ class _Matcher:
         self.own_words = OWN_WORDS_WEIGHT_WITH_EXAMPLES if noted else OWN_WORDS_WEIGHT
         self.mentioned = {entity_key(word) for word in tokens(goal)}
 
-    def chosen(self) -> tuple[list[_PlannedCall], list[str]]:
+    def chosen(self) -> tuple[list[PlannedCall], list[str]]:
         """Each piece's step (none for a piece no tool does well, nor for a repeat), the
         tools the request names, and the pieces of work no tool does."""
-        chosen: list[_PlannedCall] = []
+        chosen: list[PlannedCall] = []
         unplanned: list[str] = []
         for position, piece in enumerate(self.pieces):
             previous = chosen[-1].tool if chosen else None
@@ -183,11 +189,23 @@ class _Matcher:
                     unplanned.append(piece.text)
             elif not _repeats(tool, piece, chosen):
                 waits = piece.after_previous or _refers_back(piece.text, tool, previous)
-                chosen.append(_PlannedCall(tool, piece.text, position, waits))
+                chosen.append(PlannedCall(tool, piece.text, position, waits))
         for named in self.index.named_in(self.goal):  # a tool the request names is wanted
             if all(step.tool != named for step in chosen):
-                chosen.append(_PlannedCall(named, self.goal, len(self.pieces)))
+                chosen.append(PlannedCall(named, self.goal, len(self.pieces)))
         return chosen, unplanned
+
+    def undone(self, tools: Collection[str]) -> list[str]:
+        """The pieces of work (that open with a verb or ask a question) no tool does strongly
+        and that name none of `tools` strongly: what no tool of the set can do."""
+        undone = []
+        for position, piece in enumerate(self.pieces):
+            asks = leading_verb(piece.text) is not None or is_question(piece.text)
+            if not asks or self._tool(position, None, asks, set()) is not None:
+                continue
+            if all(self.graph.words.strength(piece.text, tool) < MIN_STRENGTH for tool in tools):
+                undone.append(piece.text)
+        return undone
 
     def _tool(self, position: int, previous: str | None, asks: bool, made: set[str]) -> str | None:
         """The tool of piece `position`, None when no candidate is strong enough; a tool
@@ -238,7 +256,7 @@ def _delivers(tool: str) -> bool:
     return any(word in _DELIVERY_WORDS for word in name_words(tool).split())
 
 
-def _repeats(tool: str, piece: GoalPiece, chosen: list[_PlannedCall]) -> bool:
+def _repeats(tool: str, piece: GoalPiece, chosen: list[PlannedCall]) -> bool:
     """Whether `tool` is already chosen for the same things: a piece that names other
     things (names, numbers, quotes) asks for the tool again."""
     earlier = [step for step in chosen if step.tool == tool]
@@ -250,38 +268,38 @@ def _repeats(tool: str, piece: GoalPiece, chosen: list[_PlannedCall]) -> bool:
     )
 
 
-def _with_producers(chosen: list[_PlannedCall], graph: ToolGraph, goal: str) -> list[_PlannedCall]:
+def _with_producers(chosen: list[PlannedCall], graph: ToolGraph, goal: str) -> list[PlannedCall]:
     """The chosen steps, each after the steps that make what it needs."""
     planned = {step.tool for step in chosen}
-    steps: list[_PlannedCall] = []
+    steps: list[PlannedCall] = []
     for step in chosen:
-        steps += _producers(step, steps, planned, graph, goal, 0)
+        steps += producers(step, steps, planned, graph, goal, 0)
         steps.append(step)
     return steps
 
 
-def _producers(
-    step: _PlannedCall,
-    before: list[_PlannedCall],
+def producers(
+    step: PlannedCall,
+    before: list[PlannedCall],
     planned: set[str],
     graph: ToolGraph,
     goal: str,
     depth: int,
-) -> list[_PlannedCall]:
+) -> list[PlannedCall]:
     """The producer steps `step` needs, each after its own (none already planned)."""
     if depth >= MAX_PRODUCER_DEPTH:
         return []
-    added: list[_PlannedCall] = []
+    added: list[PlannedCall] = []
     for key, producer in _missing(step, before, planned, graph, goal):
         planned.add(producer)
-        made = _PlannedCall(producer, step.piece, step.piece_index, makes=key, for_tool=step.tool)
-        added += _producers(made, [*before, *added], planned, graph, goal, depth + 1)
+        made = PlannedCall(producer, step.piece, step.piece_index, makes=key, for_tool=step.tool)
+        added += producers(made, [*before, *added], planned, graph, goal, depth + 1)
         added.append(made)
     return added
 
 
 def _missing(
-    step: _PlannedCall, before: list[_PlannedCall], planned: set[str], graph: ToolGraph, goal: str
+    step: PlannedCall, before: list[PlannedCall], planned: set[str], graph: ToolGraph, goal: str
 ) -> list[tuple[str | None, str]]:
     """(entity, producer) for each id `step` needs that nothing before it yields, the goal
     does not give and the examples do not overrule; with none, the examples' usual producer
@@ -311,7 +329,7 @@ def _gives(goal: str, noun: str) -> bool:
     return re.search(rf"\b{re.escape(noun)}s?{_ID_VALUE}", goal, re.IGNORECASE) is not None
 
 
-def _producer_of(key: str, step: _PlannedCall, graph: ToolGraph) -> str | None:
+def _producer_of(key: str, step: PlannedCall, graph: ToolGraph) -> str | None:
     """The tool that makes entity `key` for `step`: the one the examples show before it most,
     else one that needs no id itself (finders first), else the best match for the piece."""
     makers = [tool for tool in graph.makers(key) if tool != step.tool]
@@ -327,7 +345,7 @@ def _producer_of(key: str, step: _PlannedCall, graph: ToolGraph) -> str | None:
     )
 
 
-def _ordered(steps: list[_PlannedCall], graph: ToolGraph) -> list[_PlannedCall]:
+def _ordered(steps: list[PlannedCall], graph: ToolGraph) -> list[PlannedCall]:
     """The steps in the request's order, except that a step comes after the one that yields
     what it needs (the nearest before it, else the first after it)."""
     yielders = [set(graph.traits[step.tool].yields) for step in steps]
@@ -346,19 +364,19 @@ def _ordered(steps: list[_PlannedCall], graph: ToolGraph) -> list[_PlannedCall]:
         return steps
 
 
-def _linked(steps: list[_PlannedCall], graph: ToolGraph) -> list[_PlannedCall]:
+def _linked(steps: list[PlannedCall], graph: ToolGraph) -> list[PlannedCall]:
     """Each step with the earlier steps it waits for (numbered from 1)."""
     chains = graph.chains()
     for position, step in enumerate(steps):
         earlier = steps[:position]
-        deps = set(_fed_by(step, earlier, graph))
+        deps = set(fed_by(step, earlier, graph))
         learned = [
             n for n, other in enumerate(earlier, 1) if graph.usually_linked(other.tool, step.tool)
         ]
         deps.update(learned[-1:])
         if step.waits:
             last = _last_of_previous_piece(step, earlier)
-            if last and not any(last in _ancestors(dep, steps) for dep in deps):
+            if last and not any(last in ancestors(dep, steps) for dep in deps):
                 deps.add(last)
         if not deps and earlier and chains:
             deps.add(position)
@@ -366,7 +384,7 @@ def _linked(steps: list[_PlannedCall], graph: ToolGraph) -> list[_PlannedCall]:
     return steps
 
 
-def _fed_by(step: _PlannedCall, earlier: list[_PlannedCall], graph: ToolGraph) -> list[int]:
+def fed_by(step: PlannedCall, earlier: list[PlannedCall], graph: ToolGraph) -> list[int]:
     """For each thing `step` needs, the nearest earlier step that yields it."""
     found = []
     for key in graph.traits[step.tool].needs:
@@ -375,7 +393,7 @@ def _fed_by(step: _PlannedCall, earlier: list[_PlannedCall], graph: ToolGraph) -
     return found
 
 
-def _ancestors(number: int, steps: list[_PlannedCall]) -> set[int]:
+def ancestors(number: int, steps: list[PlannedCall]) -> set[int]:
     """Step `number` and every step it waits for, directly or not."""
     seen = {number}
     pending = [number]
@@ -387,20 +405,20 @@ def _ancestors(number: int, steps: list[_PlannedCall]) -> set[int]:
     return seen
 
 
-def _last_of_previous_piece(step: _PlannedCall, earlier: list[_PlannedCall]) -> int:
+def _last_of_previous_piece(step: PlannedCall, earlier: list[PlannedCall]) -> int:
     """The number of the last earlier step of an earlier piece (0: none)."""
     numbers = [n for n, other in enumerate(earlier, 1) if other.piece_index < step.piece_index]
     return numbers[-1] if numbers else 0
 
 
-def _trimmed(steps: list[_PlannedCall], max_steps: int) -> list[_PlannedCall]:
+def _trimmed(steps: list[PlannedCall], max_steps: int) -> list[PlannedCall]:
     kept = steps[:max_steps]
     for step in kept:
         step.depends_on = [dep for dep in step.depends_on if dep <= len(kept)]
     return kept
 
 
-def _draft(step: _PlannedCall, number: int, graph: ToolGraph) -> DraftStep:
+def draft_step(step: PlannedCall, number: int, graph: ToolGraph) -> DraftStep:
     if step.for_tool is not None:
         noun = graph.noun(step.makes) if step.makes else None
         description = graph.description(step.tool)
@@ -420,7 +438,7 @@ def _draft(step: _PlannedCall, number: int, graph: ToolGraph) -> DraftStep:
     )
 
 
-def _rationale(steps: list[_PlannedCall], unplanned: list[str]) -> str:
+def _rationale(steps: list[PlannedCall], unplanned: list[str]) -> str:
     called = ", ".join(dict.fromkeys(step.tool for step in steps if step.for_tool is None))
     added = ", ".join(dict.fromkeys(step.tool for step in steps if step.for_tool is not None))
     text = f"Rule-based tool plan: {called} for the pieces of work the request asks for"

@@ -24,11 +24,14 @@ from planner_arm.plan.budget import (
 from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quality_problems
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
-from planner_arm.plan.validation import ValidPlan, validate_plan
+from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
+from planner_arm.rules.tool_review import review_tool_plan
+from planner_arm.rules.tools import ToolPlanner
 from planner_arm.strategies.answering import Answers, Sourced
 from planner_arm.strategies.job import Job
 from planner_arm.strategies.prompts import (
     PROMPT_VERSION,
+    draft_prompt,
     examples_prompt,
     initial_messages,
     user_prompt,
@@ -66,8 +69,14 @@ class FlatPlanner:
         """The /plan request as the model is asked it, and how its answer is read."""
         request, box = job.request, job.toolbox
         rules, resolver = box.rules, box.resolver
-        user = examples_prompt(box.worked) + user_prompt(
-            request.goal, request.constraints, request.context, describe_budget(request.budget)
+        tools = box.rule_based.tools
+        draft = tools.plan(request.goal, rules.max_steps, request.examples or ()) if tools else None
+        user = (
+            examples_prompt(box.worked)
+            + draft_prompt(draft.steps if draft is not None else [])
+            + user_prompt(
+                request.goal, request.constraints, request.context, describe_budget(request.budget)
+            )
         )
 
         def read(completion: Completion) -> PlanAnswer:
@@ -77,6 +86,8 @@ class FlatPlanner:
                 resolver,
                 functools.partial(validate_plan, rules=rules),
             )
+            if tools is not None:
+                draft, valid = reviewed(draft, valid, request, tools, rules)
             check_answer_budget(valid.steps, request.budget)  # over budget: a repair prompt
             # A prohibition no step mentions is checked by the last step: mended here, free.
             steps, checked = checked_prohibitions(valid.steps, request.constraints)
@@ -96,6 +107,21 @@ class FlatPlanner:
             quality=checks,
             noted=_noted,
         )
+
+
+def reviewed(
+    draft: DraftPlan, valid: ValidPlan, request: PlanRequest, tools: ToolPlanner, rules: PlanRules
+) -> PlanAnswer:
+    """A model's tool plan reviewed with the tool graph (rules/tool_review.py) and checked
+    again: what the review mended joins the repairs, what it found the warnings."""
+    graph = tools.graph.with_examples(request.examples or ())
+    review = review_tool_plan(valid.steps, request.goal, tools, graph, rules.max_steps)
+    mended = replace(
+        draft,
+        repairs=[*draft.repairs, *valid.repairs, *review.repairs],
+        warnings=[*draft.warnings, *review.warnings],
+    )
+    return mended, validate_plan(DraftPlan(review.steps), rules)
 
 
 def _noted(answer: PlanAnswer, problems: Sequence[Mendable]) -> PlanAnswer:
@@ -124,4 +150,5 @@ def respond(
         prompt_version=prompt_version,
         fixed_confidence=None if answer.model is not None else fallback_confidence,
         warnings=job.warnings(),
+        tools=job.toolbox.rules.profile == "tools",
     )
