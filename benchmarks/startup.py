@@ -25,7 +25,7 @@ from pathlib import Path
 
 from load import HOST, STUB, Fleet, child_env, start_server, start_stub
 
-MAX_READY_MEDIAN_SECONDS = 1.5
+MAX_READY_MEDIAN_SECONDS = 1.0
 # The first request may be a little slower than the tenth from noise alone; more is a cold path.
 FIRST_REQUEST_SLACK = 1.5
 SERVE = [sys.executable, "-m", "planner_arm", "serve"]
