@@ -94,6 +94,9 @@ def test_what_changes_per_run_is_normalised_on_both_sides() -> None:
     )
     assert normalise(documented) == normalise(printed)
     assert normalise('{"confidence": 0.35}') != normalise('{"confidence": 0.36}')
+    # The console pads the event to a column: a shorter PID is followed by more spaces.
+    padded = "[info     ] Started server process [{}]{}[uvicorn.error]"
+    assert normalise(padded.format(15528, " ")) == normalise(padded.format(9876, "  "))
 
 
 def test_markers_name_a_kind_and_a_not_run_example_says_why() -> None:

@@ -69,7 +69,8 @@ NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(\"?span_id\"?[=:] ?\"?)[0-9a-f]{16}\b"), r"\1<span>"),
     (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?"), "<time>"),
     (re.compile(r"(\"?(?:latency_ms|duration_ms|uptime_seconds)\"?[=:] ?)[\d.]+"), r"\1<n>"),
-    (re.compile(r"(Started server process \[)\d+(\])"), r"\1<pid>\2"),
+    # The console pads the event to a column, so a shorter PID leaves more spaces after it.
+    (re.compile(r"(Started server process \[)\d+\] *"), r"\1<pid>] "),
     (re.compile(r"\bPython 3\.\d+\.\d+\b"), "Python <version>"),
 )
 
