@@ -15,6 +15,7 @@ import respx
 
 from planner_arm.limits import ArmSpec
 from planner_arm.plan.schemas import PlanStep
+from planner_arm.plan.tool_inputs import schema_problems
 from planner_arm.rules.inputs import rule_tool_input
 from planner_arm.strategies.specialize import tool_schemas
 from support.app import answer, make_settings, running_app
@@ -316,3 +317,17 @@ def test_only_the_schemas_of_the_tools_a_plan_calls_are_read() -> None:
     assert tool_schemas([*arms, broken], {"GetMovieCredit", "broken"}) == {
         "GetMovieCredit": CREDITS_SCHEMA
     }
+
+
+def test_a_callers_regular_expressions_are_not_run() -> None:
+    # A pattern such as `^(a+)+$` backtracks for minutes on 'a' * 40 + 'b', where every
+    # caller's requests run: no pattern of a caller's schema is run, so a value a pattern
+    # would refuse is no problem, while the rest of the schema still holds.
+    schema = {
+        "type": "object",
+        "properties": {"code": {"type": "string", "pattern": "^a+$"}},
+        "patternProperties": {"^n_": {"type": "integer"}},
+        "required": ["code"],
+    }
+    assert schema_problems(schema, {"code": "b", "n_one": "x"}) == []
+    assert schema_problems(schema, {"code": 7}) == ["code: 7 is not of type 'string'"]

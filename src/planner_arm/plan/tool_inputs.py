@@ -10,7 +10,8 @@ and `instruction` what the call is for.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from functools import cache
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -46,7 +47,21 @@ def step_input_schema(arm: ArmSpec) -> dict[str, Any]:
 
 def _validator_class(schema: Mapping[str, Any]) -> Any:
     # The draft the schema names (`$schema`), else 2020-12, which MCP's tools default to.
-    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return _without_regexes(
+        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    )
+
+
+def _no_check(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    return iter(())
+
+
+@cache
+def _without_regexes(cls: Any) -> Any:
+    """`cls` that runs no regular expression of the caller's schema (`pattern`,
+    `patternProperties`): a pattern such as `^(a+)+$` backtracks for minutes on a short
+    string, and a check runs where every caller's requests run."""
+    return jsonschema.validators.extend(cls, {"pattern": _no_check, "patternProperties": _no_check})
 
 
 def schema_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
