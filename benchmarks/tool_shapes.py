@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from planner_arm.plan.schemas import PlanRequest, PlanStep
-from planner_arm.plan.tool_inputs import check_tool_input
+from planner_arm.plan.tool_inputs import check_tool_input, tool_schema
 from planner_arm.rules.inputs import rule_tool_input
 
 SCHEMA: dict[str, Any] = {
@@ -92,15 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     step = PlanStep(step=2, action="List the cast of movie 603", required_arm="tool_1",
                     acceptance_criteria=["done"], depends_on=[1])  # fmt: skip
     arguments = {"movie_id": "{{steps.1.output}}", "language": "en", "limit": 5}
+    checked = tool_schema(SCHEMA)
+    assert checked is not None
     rounds = options.rounds * 20
     print(f"\na tool step's input ({rounds} rounds)")
     show(
         "jsonschema check of the arguments",
-        timed(lambda: check_tool_input(SCHEMA, arguments, frozenset({1})), rounds),
+        timed(lambda: check_tool_input(checked, arguments, frozenset({1})), rounds),
     )
     show(
         "rule-based arguments",
-        timed(lambda: rule_tool_input(step, SCHEMA, "goal", {"language": "fr"}), rounds),
+        timed(lambda: rule_tool_input(step, checked, "goal", {"language": "fr"}), rounds),
     )
     return 0
 

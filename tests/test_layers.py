@@ -29,6 +29,7 @@ SHARED = {
     "limits",
     "principal",
     "circuit",
+    "tool_schema",
 }
 # What each layer may import from the package, besides itself.
 ALLOWED: dict[str, set[str]] = {
@@ -44,7 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     # The models: messages in, completions and their cost out; nothing of plans.
     "llm": {*SHARED},
     "store": {*SHARED},
-    "plan": {"config", "errors", "defaults", "limits"},
+    "plan": {"config", "errors", "defaults", "limits", "tool_schema"},
     # Installed without the service's dependencies: the models of plan/ and the error codes.
     "client": {"plan", "errors", "limits"},
 }

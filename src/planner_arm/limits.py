@@ -14,6 +14,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from planner_arm.tool_schema import schema_problem
 
 
 class _Section(BaseModel):
@@ -252,6 +255,16 @@ class ArmSpec(_Section):
         if shape is None or shape == "arm":
             return data
         return foreign_arm_fields(FOREIGN_SHAPES[shape].model_validate(data))
+
+    @field_validator("input_schema", "output_schema")
+    @classmethod
+    def _schema_within_itself(cls, value: Schema | None) -> Schema | None:
+        # A caller's schema is data: a reference that leaves it, or one that loops or unfolds
+        # past the bounds, is refused here, before anything checks a value against it.
+        problem = None if value is None else schema_problem(value)
+        if problem is not None:
+            raise PydanticCustomError("tool_schema", "{problem}", {"problem": problem})
+        return value
 
     @field_validator("id")
     @classmethod

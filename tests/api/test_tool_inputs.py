@@ -15,7 +15,7 @@ import respx
 
 from planner_arm.limits import ArmSpec
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.plan.tool_inputs import schema_problems
+from planner_arm.plan.tool_inputs import ToolSchema, tool_schema
 from planner_arm.rules.inputs import rule_tool_input
 from planner_arm.strategies.specialize import tool_schemas
 from support.app import answer, make_settings, running_app
@@ -55,6 +55,12 @@ PLAN = {
         {"step": 2, "tool": "GetMovieCredit", "action": "list the cast", "depends_on": [1]},
     ]
 }
+
+
+def checkable(schema: dict[str, Any]) -> ToolSchema:
+    checked = tool_schema(schema)
+    assert checked is not None
+    return checked
 
 
 def _system(request: httpx.Request) -> str:
@@ -263,7 +269,7 @@ def _step(action: str, depends_on: list[int] | None = None) -> PlanStep:
 def test_the_rule_fills_what_is_clearly_given(
     schema: dict[str, Any], step: PlanStep, context: dict[str, Any], expected: dict[str, Any]
 ) -> None:
-    value = rule_tool_input(step, schema, "the goal", context)
+    value = rule_tool_input(step, checkable(schema), "the goal", context)
     assert value == expected
     jsonschema.validate(value, schema)
 
@@ -274,7 +280,7 @@ def test_the_rule_names_every_required_argument_it_cannot_fill() -> None:
         "properties": {"order_id": {"type": "integer"}, "reason": {"type": "string"}},
         "required": ["order_id", "reason"],
     }
-    value = rule_tool_input(_step("Refund order 42"), schema, None, {})
+    value = rule_tool_input(_step("Refund order 42"), checkable(schema), None, {})
     assert value == {
         "needs": "human_or_model",
         "missing": ["reason"],
@@ -314,7 +320,8 @@ async def test_one_step_of_a_plan_over_tools_gets_its_arguments_when_the_tools_a
 def test_only_the_schemas_of_the_tools_a_plan_calls_are_read() -> None:
     arms = [ArmSpec.model_validate(tool) for tool in TOOLS]
     broken = ArmSpec(id="broken", description="x", input_schema={"type": "object", "required": 3})
-    assert tool_schemas([*arms, broken], {"GetMovieCredit", "broken"}) == {
+    found = tool_schemas([*arms, broken], {"GetMovieCredit", "broken"})
+    assert {arm: schema.schema for arm, schema in found.items()} == {
         "GetMovieCredit": CREDITS_SCHEMA
     }
 
@@ -329,5 +336,5 @@ def test_a_callers_regular_expressions_are_not_run() -> None:
         "patternProperties": {"^n_": {"type": "integer"}},
         "required": ["code"],
     }
-    assert schema_problems(schema, {"code": "b", "n_one": "x"}) == []
-    assert schema_problems(schema, {"code": 7}) == ["code: 7 is not of type 'string'"]
+    assert checkable(schema).problems({"code": "b", "n_one": "x"}) == []
+    assert checkable(schema).problems({"code": 7}) == ["code: 7 is not of type 'string'"]

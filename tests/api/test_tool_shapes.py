@@ -253,7 +253,7 @@ async def test_the_mcp_servers_plan_tool_takes_the_same_shapes_and_the_same_422(
     assert block.text == f"invalid_request: tools.0: {ACCEPTED_SHAPES}; this item has tool"
 
 
-async def test_a_tool_that_is_no_arm_is_named_by_its_place() -> None:
+async def test_a_tool_that_is_no_arm_is_named_by_its_place_and_name() -> None:
     tools = [ANTHROPIC_CREDITS, {"name": " padded ", "description": "Spaces around its name"}]
     async with running_app(make_settings(llm=False)) as client:
         response = await client.post("/plan", json={"goal": GOAL, "tools": tools})
@@ -261,7 +261,8 @@ async def test_a_tool_that_is_no_arm_is_named_by_its_place() -> None:
     (problem,) = response.json()["errors"]
     assert problem["loc"] == ["body", "tools"]
     assert problem["message"] == (
-        "Value error, tool 1: id: Value error, an arm id has no leading or trailing spaces"
+        "Value error, tool 1 (' padded '): id: Value error, an arm id has no leading or "
+        "trailing spaces"
     )
 
 

@@ -39,6 +39,8 @@ CLIENT_MODULES = {
     "planner_arm.limits",
     "planner_arm.plan",
     "planner_arm.plan.tools",
+    # What a tool's schema may hold: the standard library only, read as the tools are.
+    "planner_arm.tool_schema",
 }
 CLIENT_PACKAGES = ("planner_arm.client", "planner_arm.plan.schemas", "planner_arm.plan.endpoint")
 LOADED = """

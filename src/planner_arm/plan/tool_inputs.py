@@ -10,34 +10,150 @@ and `instruction` what the call is for.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
-from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+import referencing
+from jsonschema.exceptions import SchemaError, ValidationError  # type: ignore[import-untyped]
 
 from planner_arm.errors import PlanValidationError
 from planner_arm.limits import ArmSpec
 from planner_arm.plan.inputs import input_schema, reference_problems
+from planner_arm.tool_schema import SchemaProblem, reference_targets
 
 NEEDS = "human_or_model"
 MAX_PROBLEMS = 20
 _MAX_MESSAGE_CHARS = 200
+# How much checking values against a caller's schemas one request may do, in keywords
+# applied (2 to 3 µs each), and how deep a value checked may nest: the caller writes the
+# schema, so the caller must not choose what a check costs.
+CHECK_STEPS = 100_000
+MAX_VALUE_DEPTH = 32
+_REFERENCE_HOPS = 32
 
 
-def usable_schema(schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """`schema` when it is a JSON Schema of an object of arguments a step input can follow;
-    None for a missing or broken one (the step then gets the generic input)."""
+@dataclass
+class CheckBudget:
+    """The keywords the checks of one request may still apply; spent by every check of every
+    tool schema of the request."""
+
+    steps: int = CHECK_STEPS
+
+    def spend(self) -> None:
+        self.steps -= 1
+        if self.steps < 0:
+            raise _TooCostly
+
+
+class _TooCostly(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class _Check:
+    targets: Mapping[str, Any]
+    budget: CheckBudget
+
+
+_CHECKING: ContextVar[_Check] = ContextVar("planner_arm_schema_check")
+
+
+@dataclass
+class ToolSchema:
+    """A tool's input schema, read once for a request, to check values against: its own
+    references only (`tool_schema.reference_targets`), no regular expression of the caller's
+    run, every check within the request's `CheckBudget`."""
+
+    schema: dict[str, Any]
+    targets: Mapping[str, Any]
+    budget: CheckBudget = field(default_factory=CheckBudget)
+    _validator: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        cls = _validator_class(self.schema)
+        self._validator = cls(self.schema, registry=_NOTHING_RETRIEVED)
+
+    @property
+    def top(self) -> Mapping[str, Any]:
+        """The schema of the arguments object, its references followed."""
+        return self.resolved(self.schema)
+
+    @property
+    def properties(self) -> Mapping[str, Any]:
+        found = self.top.get("properties")
+        return found if isinstance(found, Mapping) else {}
+
+    @property
+    def required(self) -> list[str]:
+        found = self.top.get("required")
+        return [name for name in found if isinstance(name, str)] if isinstance(found, list) else []
+
+    def resolved(self, spec: Any) -> Mapping[str, Any]:
+        """`spec` with its reference followed (`{"$ref": "#/$defs/Unit"}` is Unit's schema;
+        pydantic's `{"allOf": [{"$ref": ...}]}` too); {} for a spec that is no object."""
+        for _ in range(_REFERENCE_HOPS):
+            if not isinstance(spec, Mapping):
+                return {}
+            ref = spec.get("$ref")
+            all_of = spec.get("allOf")
+            if isinstance(ref, str) and ref in self.targets:
+                spec = self.targets[ref]
+            elif isinstance(all_of, list) and len(all_of) == 1 and "$ref" in all_of[0]:
+                spec = all_of[0]
+            else:
+                return spec
+        return {}
+
+    def problems(self, value: Any) -> list[str]:
+        """Each way `value` breaks the schema, as "where: what" (at most MAX_PROBLEMS)."""
+        return self._run(self._validator, value)
+
+    def fits(self, spec: Any, value: Any) -> bool:
+        """Whether `value` is valid against `spec`, a subschema of this schema (its
+        references point into this schema, as they do where it stands)."""
+        if not isinstance(spec, Mapping | bool):
+            return True
+        return not self._run(self._validator.evolve(schema=spec), value)
+
+    def _run(self, validator: Any, value: Any) -> list[str]:
+        if _depth_over(value, MAX_VALUE_DEPTH):
+            return [f"input: nests deeper than {MAX_VALUE_DEPTH} levels"]
+        token = _CHECKING.set(_Check(self.targets, self.budget))
+        try:
+            return _problems(validator.iter_errors(value))
+        except _TooCostly:
+            return ["input: the tool's schema costs more to check than a request may spend"]
+        except RecursionError:
+            return ["input: the tool's schema nests too deep to check"]
+        finally:
+            _CHECKING.reset(token)
+
+
+def tool_schema(schema: Any, budget: CheckBudget | None = None) -> ToolSchema | None:
+    """`schema` ready to check a tool's arguments against, when it is a JSON Schema of an
+    object of arguments; None for a missing or broken one (the step then gets the generic
+    input)."""
     if not isinstance(schema, Mapping) or not schema:
         return None
     if schema.get("type", "object") != "object":
         return None
     try:
-        _validator_class(schema).check_schema(schema)
-    except SchemaError:
+        targets = reference_targets(schema)
+        # No format is checked: a `regex` format would compile the caller's patterns.
+        _validator_class(schema).check_schema(schema, format_checker=None)
+    except (SchemaProblem, SchemaError):
         return None
-    return dict(schema)
+    return ToolSchema(dict(schema), targets, budget or CheckBudget())
+
+
+def usable_schema(schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`schema` when `tool_schema` can check values against it, else None."""
+    checked = tool_schema(schema)
+    return None if checked is None else checked.schema
 
 
 def step_input_schema(arm: ArmSpec) -> dict[str, Any]:
@@ -45,49 +161,148 @@ def step_input_schema(arm: ArmSpec) -> dict[str, Any]:
     return usable_schema(arm.input_schema) or input_schema(arm.id)
 
 
+def _problems(errors: Iterator[Any]) -> list[str]:
+    found = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.path) or "input"
+        found.append((list(error.path), f"{where}: {error.message[:_MAX_MESSAGE_CHARS]}"))
+        if len(found) == MAX_PROBLEMS:
+            break
+    return [text for _, text in sorted(found, key=lambda item: [str(part) for part in item[0]])]
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            pending.extend((inner, depth + 1) for inner in item.values())
+        elif isinstance(item, list):
+            pending.extend((inner, depth + 1) for inner in item)
+    return False
+
+
+# A registry that retrieves nothing (an unknown URI is NoSuchResource): references are the
+# checker's own (`_reference`), and this stands behind them, so that no path of the library
+# can fetch what a schema names.
+_NOTHING_RETRIEVED: referencing.Registry[Any] = referencing.Registry()
+
+
 def _validator_class(schema: Mapping[str, Any]) -> Any:
     # The draft the schema names (`$schema`), else 2020-12, which MCP's tools default to.
-    return _without_regexes(
+    return _guarded(
         jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     )
+
+
+Keyword = Callable[[Any, Any, Any, Any], Any]
+
+
+def _spent(keyword: Keyword) -> Keyword:
+    def check(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        _CHECKING.get().budget.spend()
+        return keyword(validator, value, instance, schema)
+
+    return check
 
 
 def _no_check(validator: Any, value: Any, instance: Any, schema: Any) -> Iterator[Any]:
     return iter(())
 
 
+def _reference(validator: Any, ref: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    target = _CHECKING.get().targets.get(ref) if isinstance(ref, str) else None
+    if target is None:
+        return iter(())  # refused when the tool was read; a schema built since is no caller's
+    found: Iterator[Any] = validator.descend(instance, target)
+    return found
+
+
+def _additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Any:
+    """`additionalProperties` without the caller's patterns: beside `patternProperties`,
+    which keys a pattern takes is not known, so no key is taken as additional."""
+    if not validator.is_type(instance, "object") or "patternProperties" in schema:
+        return
+    named = schema.get("properties") or {}
+    extras = [key for key in instance if key not in named]
+    if validator.is_type(extra, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], extra, path=key)
+    elif extra is False and extras:
+        listed = ", ".join(repr(key)[:40] for key in sorted(extras)[:10])
+        yield ValidationError(f"Additional properties are not allowed ({listed} unexpected)")
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """`uniqueItems` in one pass, whatever the items (the library's falls back on comparing
+    every pair when they do not sort)."""
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[Any] = set()
+    for item in instance:
+        key = _comparable(item)
+        if key in seen:
+            yield ValidationError(f"item {_cut(repr(item))} appears more than once")
+            return
+        seen.add(key)
+
+
+def _comparable(value: Any) -> Any:
+    """A hashable stand-in equal where JSON Schema calls two values equal (1 and 1.0 are,
+    true and 1 are not; an object's keys have no order)."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        return ("array", tuple(_comparable(item) for item in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((key, _comparable(item)) for key, item in value.items()))
+    return ("other", repr(value))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+_REPLACED: dict[str, Keyword] = {
+    "$ref": _reference,
+    "$dynamicRef": _reference,
+    "$recursiveRef": _reference,
+    # A pattern such as `^(a+)+$` backtracks for minutes on a short string, and a check
+    # runs where every caller's requests run: no regular expression of the caller's is run.
+    "pattern": _no_check,
+    "patternProperties": _no_check,
+    "additionalProperties": _additional_properties,
+    # The library's walk of what was evaluated runs patterns and re-checks every branch.
+    "unevaluatedProperties": _no_check,
+    "unevaluatedItems": _no_check,
+    "uniqueItems": _unique_items,
+}
+
+
 @cache
-def _without_regexes(cls: Any) -> Any:
-    """`cls` that runs no regular expression of the caller's schema (`pattern`,
-    `patternProperties`): a pattern such as `^(a+)+$` backtracks for minutes on a short
-    string, and a check runs where every caller's requests run."""
-    return jsonschema.validators.extend(cls, {"pattern": _no_check, "patternProperties": _no_check})
+def _guarded(cls: Any) -> Any:
+    """`cls` as it checks a caller's schema: the keywords above replaced, every keyword
+    applied spending the request's budget."""
+    keywords = {name: _spent(_REPLACED.get(name, check)) for name, check in cls.VALIDATORS.items()}
+    return jsonschema.validators.extend(cls, keywords)
 
 
-def schema_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
-    """Each way `value` breaks `schema`, as "where: what" (at most MAX_PROBLEMS)."""
-    validator = _validator_class(schema)(schema)
-    problems = []
-    for error in sorted(validator.iter_errors(value), key=lambda item: list(item.path)):
-        where = ".".join(str(part) for part in error.path) or "input"
-        problems.append(f"{where}: {error.message[:_MAX_MESSAGE_CHARS]}")
-        if len(problems) == MAX_PROBLEMS:
-            break
-    return problems
-
-
-def known_arguments(schema: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
+def known_arguments(schema: ToolSchema, data: Mapping[str, Any]) -> dict[str, Any]:
     """The arguments the schema names, when it names its properties: a key it does not know
     (a model's `inputs_from`) is left out of the call, as a built-in arm's input drops it."""
-    properties = schema.get("properties")
+    properties = schema.top.get("properties")
     if not isinstance(properties, Mapping):
         return dict(data)
     return {key: value for key, value in data.items() if key in properties}
 
 
-def check_tool_input(
-    schema: Mapping[str, Any], data: object, earlier: frozenset[int]
-) -> dict[str, Any]:
+def check_tool_input(schema: ToolSchema, data: object, earlier: frozenset[int]) -> dict[str, Any]:
     """`data` as the arguments of a call of the tool whose input schema is `schema`: the keys
     the schema does not name dropped, the rest valid against it, its step references only to
     `earlier` steps; else PlanValidationError `invalid_input` listing every problem."""
@@ -95,7 +310,7 @@ def check_tool_input(
         detail = f"the input must be a JSON object, not {type(data).__name__}"
         raise PlanValidationError(detail, code="invalid_input", errors=[detail])
     arguments = known_arguments(schema, data)
-    problems = schema_problems(schema, arguments) or reference_problems(arguments, earlier)
+    problems = schema.problems(arguments) or reference_problems(arguments, earlier)
     if problems:
         raise PlanValidationError("; ".join(problems), code="invalid_input", errors=problems)
     return arguments

@@ -83,24 +83,42 @@ AnyTool = Tool | FunctionTool | FlatFunctionTool | McpTool | AnthropicTool
 
 
 def arm_specs(tools: Sequence[AnyTool]) -> list[ArmSpec]:
-    """The tools as arms; raises ValueError naming a repeated id, or the tool (by its place)
-    that is no arm: an id with spaces around it."""
+    """The tools as arms; raises ValueError naming a repeated id, or the tool (by its place
+    and name) that is no arm: an id with spaces around it, a schema that refers outside
+    itself or breaks a bound (`tool_schema.py`)."""
     specs = []
     for index, tool in enumerate(tools):
         try:
             specs.append(_spec(tool))
         except ValidationError as error:
             problems = "; ".join(
-                f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+                f"{'.'.join(_field_name(tool, part) for part in item['loc'])}: {item['msg']}"
                 for item in error.errors()
             )
-            raise ValueError(f"tool {index}: {problems}") from None
+            raise ValueError(f"tool {index} ({_name(tool)[:60]!r}): {problems}") from None
     seen: set[str] = set()
     for spec in specs:
         if spec.id in seen:
             raise ValueError(f"tool id {spec.id!r} is given twice")
         seen.add(spec.id)
     return specs
+
+
+def _name(tool: AnyTool) -> str:
+    spec = tool.function if isinstance(tool, FunctionTool) else tool
+    return spec.id if isinstance(spec, Tool) else spec.name
+
+
+# An arm's schema fields as each shape spells them, so a problem names the caller's own key.
+_SCHEMA_FIELDS = {
+    McpTool: {"input_schema": "inputSchema", "output_schema": "outputSchema"},
+    FunctionTool: {"input_schema": "function.parameters"},
+    FlatFunctionTool: {"input_schema": "parameters"},
+}
+
+
+def _field_name(tool: AnyTool, part: object) -> str:
+    return _SCHEMA_FIELDS.get(type(tool), {}).get(str(part), str(part))
 
 
 def _spec(tool: AnyTool) -> ArmSpec:

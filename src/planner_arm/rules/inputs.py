@@ -24,7 +24,7 @@ from planner_arm.plan.inputs import (
 )
 from planner_arm.plan.lexicon import word_set
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.plan.tool_inputs import check_tool_input, needs_input, schema_problems
+from planner_arm.plan.tool_inputs import ToolSchema, check_tool_input, needs_input
 from planner_arm.plan.tool_traits import ID_WORDS, tokens
 
 _QUOTED = re.compile(r"`([^`\n]{2,200})`|\"([^\"\n]{2,200})\"|'([^'\n]{2,200})'")
@@ -164,24 +164,23 @@ _ABSENT = object()
 
 
 def rule_tool_input(
-    step: PlanStep, schema: Mapping[str, Any], goal: str | None, context: Mapping[str, Any]
+    step: PlanStep, schema: ToolSchema, goal: str | None, context: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The arguments of a tool step by rule, valid against the tool's `schema`: each required
     argument (and each optional one the context names) from the request's context (by name:
     `movie_id`, `movieId`), a `const`, a single `enum` value or a `default`, an id the goal or
     the action gives ("movie 603"), the step's words for a query, or the output of the step
     it depends on for an id; else the `needs` input naming the required arguments missing."""
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, Mapping) else {}
-    required = [name for name in schema.get("required") or [] if isinstance(name, str)]
+    required = schema.required
     texts = [step.action, goal or ""]
     deps = _deps(step)
+    given = _by_key(context)
     arguments: dict[str, Any] = {}
-    for name, spec in properties.items():
-        spec = spec if isinstance(spec, Mapping) else {}
-        found = _from_context(name, spec, context)
+    for name, spec in schema.properties.items():
+        fits = _Fits(schema, spec)
+        found = fits.first(_candidates(given[_key(name)])) if _key(name) in given else _ABSENT
         if found is _ABSENT and name in required:
-            found = _by_rule(name, spec, step.required_arm, texts, deps)
+            found = _by_rule(name, fits, step.required_arm, texts, deps)
         if found is not _ABSENT:
             arguments[name] = found
     missing = [name for name in required if name not in arguments]
@@ -197,8 +196,26 @@ def _key(name: str) -> str:
     return re.sub(r"[^0-9a-z]", "", name.lower())
 
 
-def _fits(spec: Mapping[str, Any], value: Any) -> bool:
-    return not schema_problems(spec, value)
+def _by_key(context: Mapping[str, Any]) -> dict[str, Any]:
+    """The context's values by their key as an argument name reads (`movieId` is `movie_id`),
+    the first of each."""
+    found: dict[str, Any] = {}
+    for key, value in context.items():
+        if isinstance(key, str):
+            found.setdefault(_key(key), value)
+    return found
+
+
+class _Fits:
+    """Which values one argument's schema takes, read within the whole tool schema."""
+
+    def __init__(self, schema: ToolSchema, spec: Any) -> None:
+        self.schema = schema
+        self.spec = spec
+        self.resolved = schema.resolved(spec)
+
+    def first(self, values: list[Any]) -> Any:
+        return next((value for value in values if self.schema.fits(self.spec, value)), _ABSENT)
 
 
 def _candidates(value: Any) -> list[Any]:
@@ -212,42 +229,28 @@ def _candidates(value: Any) -> list[Any]:
     return [value]
 
 
-def _first_fit(spec: Mapping[str, Any], values: list[Any]) -> Any:
-    return next((value for value in values if _fits(spec, value)), _ABSENT)
-
-
-def _from_context(name: str, spec: Mapping[str, Any], context: Mapping[str, Any]) -> Any:
-    wanted = _key(name)
-    for key, value in context.items():
-        if isinstance(key, str) and _key(key) == wanted:
-            return _first_fit(spec, _candidates(value))
-    return _ABSENT
-
-
-def _by_rule(
-    name: str, spec: Mapping[str, Any], tool: str, texts: list[str], deps: list[int]
-) -> Any:
-    fixed = _fixed(spec)
+def _by_rule(name: str, fits: _Fits, tool: str, texts: list[str], deps: list[int]) -> Any:
+    fixed = _fixed(fits.resolved)
     if fixed is not _ABSENT:
         return fixed
     words = tokens(name)
     if words and words[-1] in ID_WORDS:
-        return _id_argument(words, spec, tool, texts, deps)
+        return _id_argument(words, fits, tool, texts, deps)
     if _key(name) in {_key(word) for word in _TEXT_ARGUMENTS}:
-        return _first_fit(spec, [_cut(texts[0], MAX_TEXT_CHARS)])
+        return fits.first([_cut(texts[0], MAX_TEXT_CHARS)])
     return _ABSENT
 
 
 def _id_argument(
-    words: list[str], spec: Mapping[str, Any], tool: str, texts: list[str], deps: list[int]
+    words: list[str], fits: _Fits, tool: str, texts: list[str], deps: list[int]
 ) -> Any:
     """An id the texts give for its noun (a bare `id`: the last noun of the tool's name),
     else the output of the nearest step the step depends on."""
     nouns = words[:-1] or [word for word in tokens(tool) if word not in ID_WORDS][-1:]
     given = [value for noun in nouns for text in texts for value in _given_ids(noun, text)]
-    found = _first_fit(spec, [item for value in given for item in _candidates(value)])
+    found = fits.first([item for value in given for item in _candidates(value)])
     if found is _ABSENT and deps:
-        found = _first_fit(spec, [reference(deps[-1])])
+        found = fits.first([reference(deps[-1])])
     return found
 
 

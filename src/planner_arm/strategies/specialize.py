@@ -21,6 +21,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
+from anyio import to_thread
+
 from planner_arm.errors import PlanValidationError, RequestRejected
 from planner_arm.limits import ArmSpec
 from planner_arm.llm.chain import ModelAnswer, Question
@@ -34,7 +36,7 @@ from planner_arm.plan.edited import check_sent_back
 from planner_arm.plan.endpoint_schemas import SpecializeResponse
 from planner_arm.plan.inputs import check_input, input_schema
 from planner_arm.plan.schemas import EstimatedCost, PlanNote, PlanResponse, PlanStep
-from planner_arm.plan.tool_inputs import check_tool_input, usable_schema
+from planner_arm.plan.tool_inputs import CheckBudget, ToolSchema, check_tool_input, tool_schema
 from planner_arm.rules.inputs import rule_input, rule_tool_input
 from planner_arm.strategies.answering import Answers
 from planner_arm.strategies.job import Job
@@ -62,7 +64,7 @@ class StepToFill:
     step: PlanStep
     brief: SpecializeBrief
     earlier: Sequence[PlanStep]
-    tool_schema: dict[str, Any] | None = None
+    tool_schema: ToolSchema | None = None
 
     @property
     def earlier_ids(self) -> frozenset[int]:
@@ -81,10 +83,12 @@ class StepToFill:
         return rule_tool_input(self.step, self.tool_schema, brief.goal, brief.context)
 
 
-def tool_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, dict[str, Any]]:
-    """The input schema of each arm of `used` that has a usable one (a caller's tools); the
-    other arms' schemas are not read (a set may hold 500 tools, a plan a few of them)."""
-    schemas = {arm.id: usable_schema(arm.input_schema) for arm in arms if arm.id in used}
+def tool_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, ToolSchema]:
+    """The input schema of each arm of `used` that has a usable one (a caller's tools), their
+    checks sharing one request's budget; the other arms' schemas are not read (a set may hold
+    500 tools, a plan a few of them)."""
+    budget = CheckBudget()
+    schemas = {arm.id: tool_schema(arm.input_schema, budget) for arm in arms if arm.id in used}
     return {arm: schema for arm, schema in schemas.items() if schema is not None}
 
 
@@ -114,7 +118,8 @@ class Specializer:
         steps = response.plan
         by_id = {step.step: step for step in steps}
         earlier = ancestors_of_each(steps)
-        schemas = tool_schemas(job.toolbox.box.arms, {step.required_arm for step in steps})
+        used = {step.required_arm for step in steps}
+        schemas = await to_thread.run_sync(tool_schemas, job.toolbox.box.arms, used)
         work = job.beside()
         slots = asyncio.Semaphore(self.max_concurrency)
         notes: list[tuple[int, PlanNote]] = []
@@ -132,7 +137,8 @@ class Specializer:
             )
             if step.input is not None:
                 try:
-                    return step.model_copy(update={"input": target.checked(step.input)})
+                    checked = await to_thread.run_sync(target.checked, step.input)
+                    return step.model_copy(update={"input": checked})
                 except PlanValidationError as problem:
                     detail = f"step {step.step}: {problem.detail}"[:500]
                     notes.append((step.step, PlanNote(code="input_replaced", detail=detail)))
@@ -169,7 +175,8 @@ class Specializer:
             raise RequestRejected(detail, code="unknown_step")
         ids = ancestors(plan.plan, number)
         arms = job.toolbox.box.arms if tools is None else tools
-        schema = tool_schemas(arms, {step.required_arm}).get(step.required_arm)
+        schemas = await to_thread.run_sync(tool_schemas, arms, {step.required_arm})
+        schema = schemas.get(step.required_arm)
         target = StepToFill(step, brief, [by_id[item] for item in sorted(ids)], schema)
         filled = await self.fill(job.quiet(), target)
         return SpecializeResponse(
@@ -187,7 +194,7 @@ class Specializer:
         """The step's input within the job's deadline and bill: the model's when it gives a
         valid one, else the rule's."""
         if not self.answers.configured:
-            return self._counted(FilledInput(target.by_rule(), "rule"))
+            return self._counted(FilledInput(await to_thread.run_sync(target.by_rule), "rule"))
         outcome = await self.answers.ask(job, self._question(target))
         if isinstance(outcome, ModelAnswer):
             return self._counted(FilledInput(outcome.value, "llm", outcome.model))
@@ -196,11 +203,13 @@ class Specializer:
         why = f"{reason}: {outcome.detail}"
         if outcome.errors:
             why += f": {'; '.join(outcome.errors)}"[:300]
-        return self._counted(FilledInput(target.by_rule(), "rule", None, why))
+        by_rule = await to_thread.run_sync(target.by_rule)
+        return self._counted(FilledInput(by_rule, "rule", None, why))
 
     def _question(self, target: StepToFill) -> Question[dict[str, Any]]:
         step = target.step
-        schema = target.tool_schema or input_schema(step.required_arm)
+        tool = target.tool_schema
+        schema = input_schema(step.required_arm) if tool is None else tool.schema
         fields = _field_names(schema)
 
         def read(completion: Completion) -> dict[str, Any]:
