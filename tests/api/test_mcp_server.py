@@ -275,6 +275,21 @@ async def test_a_bad_request_is_a_tool_error_and_the_session_goes_on() -> None:
         assert after.isError is False
 
 
+async def test_a_tool_schema_that_refers_outside_itself_is_a_tool_error() -> None:
+    remote = "http://127.0.0.1:9/unit.json"
+    tool = {
+        "name": "get_weather",
+        "inputSchema": {"type": "object", "properties": {"unit": {"$ref": remote}}},
+    }
+    async with served_app() as http, mcp_session(http) as session:
+        refused = await session.call_tool(
+            "plan", {"goal": "Get the weather in Paris", "tools": [tool], "specialize": True}
+        )
+    text = error_text(refused)
+    assert text.startswith("invalid_request: tools: ")
+    assert f"tool 0 ('get_weather'): inputSchema: $ref '{remote}' points outside" in text
+
+
 async def test_a_broken_plan_sent_back_is_the_same_tool_error_for_every_tool() -> None:
     async with served_app() as http, mcp_session(http) as session:
         made = await session.call_tool("plan", {"goal": GOAL})
