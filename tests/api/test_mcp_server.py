@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
 from typing import Any
+from unittest.mock import ANY
 
 import httpx
 import pytest
@@ -23,7 +24,8 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import TextContent, TextResourceContents
 
 from planner_arm.api.app import create_app
-from planner_arm.api.mcp import LOOPBACK_HOSTS, mcp_transport_security
+from planner_arm.api.hosts import LOOPBACK_HOSTS
+from planner_arm.api.mcp import mcp_transport_security
 from planner_arm.api.mcp_server import build_mcp_server, tool_error_text
 from planner_arm.config import Settings
 from planner_arm.errors import PlanNotFound
@@ -383,14 +385,16 @@ async def test_a_foreign_host_or_origin_is_refused_before_the_key(
     async with served_app(make_settings(llm=False, auth={"api_keys": keys})) as http:
         sent = {**MCP_ACCEPT, **headers, "authorization": f"Bearer {KEY}"}
         refused = await http.post("/mcp", json=LIST_TOOLS, headers=sent)
-        # The HTTP API itself is not MCP's to guard: it answers as before.
         planned = await http.post("/plan", json={"goal": GOAL}, headers=sent)
     assert refused.status_code == status
     body = refused.json()
     assert body["error"] == error
     assert set(body) == {"error", "detail", "request_id"}
     assert "evil" not in body["detail"]  # the caller's input is not echoed
-    assert planned.status_code == 200
+    if keys:  # the key guards the HTTP API: a page has none to send
+        assert planned.status_code == 200
+    else:  # nothing else does: the same rule as /mcp
+        assert (planned.status_code, planned.json()) == (status, {**body, "request_id": ANY})
 
 
 @pytest.mark.parametrize(

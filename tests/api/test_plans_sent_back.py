@@ -161,7 +161,9 @@ def client() -> Iterator[TestClient]:
         expansion={"max_plan_steps": 500},
         tenants={"requests_per_second": 0},
     )
-    with TestClient(create_app(settings), raise_server_exceptions=False) as served:
+    with TestClient(
+        create_app(settings), base_url="http://localhost", raise_server_exceptions=False
+    ) as served:
         yield served
 
 
