@@ -456,6 +456,43 @@ def test_other_programs_and_kubernetes_variables_pass(monkeypatch: pytest.Monkey
         load_settings()
 
 
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        # The key `abc` of a tenant `sk`, or one key `sk:abc`?
+        ("sk:abc", "the tenant name 'sk' reads as the start of a key (sk-..., sk_...)"),
+        ("Acme Corp:k1", "the text before ':' is not a tenant name (1-32 of a-z, 0-9, _ and -"),
+        ("ACME:k1", "the text before ':' is not a tenant name"),
+        ("acme:", "the key is empty or holds a space"),
+        ("acme: k1", "the key is empty or holds a space"),
+    ],
+)
+def test_an_api_key_entry_that_reads_two_ways_stops_start_up(
+    monkeypatch: pytest.MonkeyPatch, entry: str, problem: str
+) -> None:
+    monkeypatch.setenv("PLANNER_API_KEYS", f"acme:k-2024,{entry}")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    said = str(caught.value)
+    assert said.startswith(
+        "auth: API key entry 2 (counting PLANNER_API_KEYS, then the lines of "
+        "PLANNER_API_KEYS_FILE): "
+    )
+    assert problem in said
+    assert "abc" not in said
+    assert "k1" not in said
+
+
+def test_plain_keys_and_a_tenants_keys_are_read_one_way() -> None:
+    keys = ["acme:k-2024", "sk-proj-0123456789", "globex:k:with:colons", "k_9"]
+    assert load_settings(auth={"api_keys": keys}).auth.key_entries == [
+        ("acme", "k-2024"),
+        (None, "sk-proj-0123456789"),
+        ("globex", "k:with:colons"),  # a tenant's name holds no ':', so the first one ends it
+        (None, "k_9"),
+    ]
+
+
 def _readme_variables() -> set[str]:
     readme = (REPO / "README.md").read_text()
     return set(re.findall(r"^\| `([A-Z_]+)`", readme, re.MULTILINE)) | set(

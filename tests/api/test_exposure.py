@@ -303,3 +303,16 @@ async def test_with_keys_the_key_guards_the_http_api_whatever_the_host() -> None
         keyless = await client.post("/plan", json=GOAL, headers=REBOUND)
     assert keyed.status_code == 200
     assert (keyless.status_code, keyless.json()["error"]) == (401, "unauthorized")
+
+
+async def test_the_start_up_log_says_how_each_key_entry_was_read() -> None:
+    keys = ["acme:k-2024-old", "acme:k-2025-new", "plain-key-0123456789"]
+    logs = await start_up_log(make_settings(llm=False, auth={"api_keys": keys}))
+    read = [line for line in logs if line["event"] == "api_key_read"]
+    assert [(line["entry"], line["tenant"], line["read_as"]) for line in read] == [
+        (1, "acme", "named tenant"),
+        (2, "acme", "named tenant"),
+        (3, None, "key only, tenant derived from the key"),
+    ]
+    said = repr(logs)
+    assert not any(secret in said for secret in ("k-2024-old", "k-2025-new", "plain-key"))

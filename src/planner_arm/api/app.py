@@ -30,7 +30,13 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.telemetry import TelemetryConfig
 from starlette.routing import Route
 
-from planner_arm.api.auth import KeyCheck, KeyRing, RequestRates, serving_without_keys
+from planner_arm.api.auth import (
+    KeyCheck,
+    KeyRing,
+    RequestRates,
+    log_key_entries,
+    serving_without_keys,
+)
 from planner_arm.api.deps import Readiness, State
 from planner_arm.api.errors import install_error_handlers
 from planner_arm.api.hosts import AnsweredHosts, HostCheckMiddleware
@@ -111,6 +117,7 @@ def create_app(
                 reason="no OPENAI_API_KEY and no LLM_BASE_URL",
                 serving="rule-based planner",
             )
+        log_key_entries(settings.auth)
         readiness.ready()
         log.info(
             "service_started",
