@@ -152,7 +152,7 @@ async def main(steps: int, rounds: int) -> None:
 
         tune_garbage_collector()  # as the server does once it has started
         transport = httpx.ASGITransport(app=served)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             stop_health = asyncio.Event()
 
             async def probe_health() -> None:

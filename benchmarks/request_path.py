@@ -165,7 +165,7 @@ async def one_request(stream: bool, with_model: bool) -> PathRecorder:
             await app(scope, receive, send)
 
         transport = httpx.ASGITransport(app=served)
-        async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             # A streamed answer is asked for by its media type (server-sent events).
             headers = {"accept": "text/event-stream"} if stream else {}
             # One request first, so that lazy set-up (imports, caches) is not on the path.

@@ -430,7 +430,7 @@ async def run_system(
             # The service's own deadline (--timeout) bounds each plan; this is a backstop.
             backstop = run.timeout + 30
             http = httpx.AsyncClient(
-                transport=transport, base_url="http://planner", timeout=backstop
+                transport=transport, base_url="http://localhost", timeout=backstop
             )
             stack.push_async_callback(http.aclose)
             planner = Service(run, http)

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
-from planner_arm.config import ConfigError, default_settings_dict, load_settings
+from planner_arm.cli import cli
+from planner_arm.config import ConfigError, Settings, default_settings_dict, load_settings
 from planner_arm.llm.chain import NO_MODEL_DETAIL
 from support.invariants import DEFAULT_ARMS
 
@@ -352,6 +354,143 @@ def test_an_empty_unknown_planner_variable_counts_as_unset(
 ) -> None:
     monkeypatch.setenv("PLANNER_PLANING__MAX_STEPS", " ")
     assert load_settings().planning.max_steps == 7
+
+
+SERVICE_KEY = "sk-service-key-0123456789"
+
+
+def test_the_service_key_under_a_singular_name_never_becomes_the_models(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PLANNER_API_KEY", SERVICE_KEY)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    said = str(caught.value)
+    assert said.startswith("PLANNER_API_KEY: no such setting")
+    assert said.endswith("did you mean PLANNER_API_KEYS?")
+    assert SERVICE_KEY not in said
+    # Whatever builds the settings, the variable is not read as the model's key.
+    assert Settings().api_key is None
+
+
+def test_the_models_key_is_not_read_from_the_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "planner.yaml"
+    config.write_text(f"api_key: {SERVICE_KEY}\n")
+    monkeypatch.setenv("PLANNER_CONFIG", str(config))
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == (
+        f"api_key: the model's key is not read from the file ({config}): set OPENAI_API_KEY "
+        "or LLM_API_KEY"
+    )
+    assert Settings().api_key is None
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("LLM_BASEURL", "LLM_BASE_URL"),
+        ("OPENAI_APIKEY", "OPENAI_API_KEY"),
+        ("TIMEOUT_SECOND", "TIMEOUT_SECONDS"),
+        ("OPENIA_API_KEY", "OPENAI_API_KEY"),  # two letters swapped
+        ("LLM_API_KEYS", "LLM_API_KEY"),
+        ("LOGLEVEL", "LOG_LEVEL"),
+        ("llm_model", "LLM_MODEL"),  # the table's names are read in capitals only
+        ("PLANER_API_KEYS", "PLANNER_API_KEYS"),
+        ("OTEL_EXPORTER_OTLP_ENDPIONT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+    ],
+)
+def test_a_variable_a_slip_away_from_the_tables_stops_start_up(
+    monkeypatch: pytest.MonkeyPatch, name: str, meant: str
+) -> None:
+    monkeypatch.setenv(name, SERVICE_KEY)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == (
+        f"{name}: no such variable, so the service would run without its value; "
+        f"did you mean {meant}?"
+    )
+
+
+def test_check_config_reports_a_slip_as_start_up_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_BASEURL", "http://localhost:8000/v1")
+    result = CliRunner().invoke(cli, ["check-config"])
+    assert result.exit_code == 2
+    assert "LLM_BASEURL: no such variable" in result.output
+    assert "did you mean LLM_BASE_URL?" in result.output
+
+
+# Another program's variables, and what Kubernetes sets for the Services planner-arm and
+# planner-arm-redis: none is a slip of the service's own.
+NEIGHBOURS = {
+    "HOSTNAME": "planner-arm-5d8f7-x2x9z",
+    "HOME": "/",
+    "OPENAI_ORG_ID": "org-1",
+    "OPENAI_API_BASE": "https://example.invalid/v1",
+    "OTEL_EXPORTER_OTLP_HEADERS": "a=b",
+    "OTEL_LOGS_EXPORTER": "none",
+    "LOG_FILE": "/var/log/planner.log",
+    "MAX_WORKERS": "4",
+    "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+    "PLANNER_ARM_SERVICE_HOST": "10.96.0.7",
+    "PLANNER_ARM_SERVICE_PORT": "8080",
+    "PLANNER_ARM_SERVICE_PORT_HTTP": "8080",
+    "PLANNER_ARM_PORT": "tcp://10.96.0.7:8080",
+    "PLANNER_ARM_PORT_8080_TCP": "tcp://10.96.0.7:8080",
+    "PLANNER_ARM_PORT_8080_TCP_PROTO": "tcp",
+    "PLANNER_ARM_PORT_8080_TCP_PORT": "8080",
+    "PLANNER_ARM_PORT_8080_TCP_ADDR": "10.96.0.7",
+    "PLANNER_ARM_REDIS_PORT_6379_TCP_ADDR": "fd00::7",
+}
+
+
+def test_other_programs_and_kubernetes_variables_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in NEIGHBOURS.items():
+        monkeypatch.setenv(name, value)
+    assert load_settings().server.port == 8080
+    # A setting's typo is refused even when it ends as a Service's variable does.
+    monkeypatch.setenv("PLANNER_SERVR__PORT", "9000")
+    with pytest.raises(ConfigError, match="did you mean PLANNER_SERVER__PORT"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        # The key `abc` of a tenant `sk`, or one key `sk:abc`?
+        ("sk:abc", "the tenant name 'sk' reads as the start of a key (sk-..., sk_...)"),
+        ("Acme Corp:k1", "the text before ':' is not a tenant name (1-32 of a-z, 0-9, _ and -"),
+        ("ACME:k1", "the text before ':' is not a tenant name"),
+        ("acme:", "the key is empty or holds a space"),
+        ("acme: k1", "the key is empty or holds a space"),
+    ],
+)
+def test_an_api_key_entry_that_reads_two_ways_stops_start_up(
+    monkeypatch: pytest.MonkeyPatch, entry: str, problem: str
+) -> None:
+    monkeypatch.setenv("PLANNER_API_KEYS", f"acme:k-2024,{entry}")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    said = str(caught.value)
+    assert said.startswith(
+        "auth: API key entry 2 (counting PLANNER_API_KEYS, then the lines of "
+        "PLANNER_API_KEYS_FILE): "
+    )
+    assert problem in said
+    assert "abc" not in said
+    assert "k1" not in said
+
+
+def test_plain_keys_and_a_tenants_keys_are_read_one_way() -> None:
+    keys = ["acme:k-2024", "sk-proj-0123456789", "globex:k:with:colons", "k_9"]
+    assert load_settings(auth={"api_keys": keys}).auth.key_entries == [
+        ("acme", "k-2024"),
+        (None, "sk-proj-0123456789"),
+        ("globex", "k:with:colons"),  # a tenant's name holds no ':', so the first one ends it
+        (None, "k_9"),
+    ]
 
 
 def _readme_variables() -> set[str]:

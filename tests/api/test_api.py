@@ -404,7 +404,7 @@ async def test_ready_follows_the_lifespan() -> None:
 
     app = create_app(make_settings(llm=False))
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://planner") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         before = await client.get("/ready")
         async with app.router.lifespan_context(app):
             during = await client.get("/ready")

@@ -189,7 +189,7 @@ async def test_not_ready_says_when_to_retry() -> None:
 
     app = create_app(make_settings(llm=False))
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://planner") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         ready = await client.get("/ready")
         plan = await client.post("/plan", json=GOAL)
     assert_error_body(ready, 503, "not_ready")
@@ -213,7 +213,7 @@ async def test_draining_finishes_accepted_plans_and_turns_new_ones_away(
     app = create_app(make_settings(), http_client=httpx.AsyncClient())
     async with with_lifespan(app) as served:
         transport = httpx.ASGITransport(app=served)
-        async with httpx.AsyncClient(transport=transport, base_url="http://planner") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             accepted = asyncio.create_task(client.post("/plan", json=GOAL))
             await arrived.wait()
             app.state.readiness.begin_shutdown()  # what SIGTERM does

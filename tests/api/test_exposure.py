@@ -126,7 +126,7 @@ async def clients_at(
         clients = [
             httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=served, client=(address, 40000)),
-                base_url="http://planner",
+                base_url="http://localhost",
             )
             for address in addresses
         ]
@@ -259,3 +259,60 @@ def test_serve_stops_at_once_on_keys_with_redis_and_no_secret(
     said = " ".join(result.output.split())
     assert "configuration error: auth: principal_secret is required" in said
     assert KEY not in said
+
+
+REBOUND = {"host": "rebind.attacker.example:8080", "origin": "http://rebind.attacker.example:8080"}
+
+
+async def test_without_keys_every_route_answers_only_to_the_hosts_mcp_answers_to() -> None:
+    # Bound everywhere, as in a container, with one name of its own to answer to.
+    server = {"host": EVERYWHERE, "mcp_allowed_hosts": ["planner-arm"]}
+    settings = make_settings(llm=False, server=server)
+    async with running_app(settings) as client:
+        rebound = [
+            await client.post("/plan", json=GOAL, headers=REBOUND),
+            await client.post("/plan", json=GOAL, headers={"host": "rebind.attacker.example"}),
+            await client.get("/plan/some-plan", headers=REBOUND),
+            await client.get("/capabilities", headers=REBOUND),
+            await client.get("/docs", headers=REBOUND),
+        ]
+        foreign_page = await client.post(
+            "/plan", json=GOAL, headers={"host": "127.0.0.1:8080", "origin": "http://evil.example"}
+        )
+        served = [
+            await client.post("/plan", json=GOAL, headers={"host": host})
+            for host in ("127.0.0.1:8080", "localhost", "[::1]:9000", "planner-arm:8080")
+        ]
+        # A kubelet names the pod's address, Prometheus the address it scrapes.
+        probes = [
+            await client.get(path, headers={"host": "10.244.1.7:8080"})
+            for path in ("/health", "/ready", "/metrics")
+        ]
+    for answer in rebound:
+        assert answer.status_code == 421
+        assert answer.json()["error"] == "host_not_allowed"
+        assert "attacker" not in answer.json()["detail"]
+    assert (foreign_page.status_code, foreign_page.json()["error"]) == (403, "origin_not_allowed")
+    assert [answer.status_code for answer in served] == [200] * 4
+    assert [answer.status_code for answer in probes] == [200] * 3
+
+
+async def test_with_keys_the_key_guards_the_http_api_whatever_the_host() -> None:
+    async with running_app(make_settings(llm=False, auth={"api_keys": [KEY]})) as client:
+        keyed = await client.post("/plan", json=GOAL, headers={**REBOUND, **GOOD})
+        keyless = await client.post("/plan", json=GOAL, headers=REBOUND)
+    assert keyed.status_code == 200
+    assert (keyless.status_code, keyless.json()["error"]) == (401, "unauthorized")
+
+
+async def test_the_start_up_log_says_how_each_key_entry_was_read() -> None:
+    keys = ["acme:k-2024-old", "acme:k-2025-new", "plain-key-0123456789"]
+    logs = await start_up_log(make_settings(llm=False, auth={"api_keys": keys}))
+    read = [line for line in logs if line["event"] == "api_key_read"]
+    assert [(line["entry"], line["tenant"], line["read_as"]) for line in read] == [
+        (1, "acme", "named tenant"),
+        (2, "acme", "named tenant"),
+        (3, None, "key only, tenant derived from the key"),
+    ]
+    said = repr(logs)
+    assert not any(secret in said for secret in ("k-2024-old", "k-2025-new", "plain-key"))

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
 from typing import Any
+from unittest.mock import ANY
 
 import httpx
 import pytest
@@ -19,15 +20,18 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.shared.exceptions import McpError
+from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import TextContent, TextResourceContents
 
 from planner_arm.api.app import create_app
-from planner_arm.api.mcp import LOOPBACK_HOSTS, mcp_transport_security
-from planner_arm.api.mcp_server import tool_error_text
+from planner_arm.api.hosts import LOOPBACK_HOSTS
+from planner_arm.api.mcp import mcp_transport_security
+from planner_arm.api.mcp_server import build_mcp_server, tool_error_text
 from planner_arm.config import Settings
 from planner_arm.errors import PlanNotFound
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from support.app import make_settings, with_lifespan
+from support.factories import make_service
 from support.invariants import assert_valid_plan
 from support.sse import pieces_of, streamed
 
@@ -290,6 +294,37 @@ async def test_a_tool_schema_that_refers_outside_itself_is_a_tool_error() -> Non
     assert f"tool 0 ('get_weather'): inputSchema: $ref '{remote}' points outside" in text
 
 
+async def test_an_argument_sent_as_json_text_is_held_to_the_bodys_nesting_limit() -> None:
+    # 30 KB, under the size limit: the body's check sees one string, the parser would recurse.
+    deep_text = '{"a": ' * 5000 + "1" + "}" * 5000
+    settings = make_settings(llm=False, server={"max_json_depth": 4})
+    over_text = json.dumps({"a": {"b": [[1]]}})  # the arguments, context, a, b, [1]: five
+    async with served_app(settings) as http, mcp_session(http) as session:
+        deep = await session.call_tool("plan", {"goal": GOAL, "context": deep_text})
+        over = await session.call_tool("plan", {"goal": GOAL, "context": over_text})
+        nested_over = await session.call_tool(
+            "plan", {"request": {"goal": GOAL, "context": over_text}}
+        )
+        within = await session.call_tool("plan", {"goal": GOAL, "context": '{"a": [[1]]}'})
+    refusal = "invalid_request: context: the JSON text nests arrays and objects more than 4 deep"
+    assert error_text(deep) == error_text(over) == error_text(nested_over) == refusal
+    assert within.isError is False
+
+
+async def test_arguments_over_stdio_are_held_to_the_bodys_nesting_limit() -> None:
+    # No HTTP body to measure: the arguments arrive as objects, parsed by the transport.
+    runtime = make_service(llm=False, server={"max_json_depth": 4})
+    over = {"a": {"b": [[1]]}}
+    server = build_mcp_server(runtime)
+    async with create_connected_server_and_client_session(server) as session:
+        refused = await session.call_tool("plan", {"goal": GOAL, "context": over})
+        within = await session.call_tool("plan", {"goal": GOAL, "context": {"a": {"b": [1]}}})
+    assert error_text(refused) == (
+        "invalid_request: context: the value nests arrays and objects more than 4 deep"
+    )
+    assert within.isError is False
+
+
 async def test_a_broken_plan_sent_back_is_the_same_tool_error_for_every_tool() -> None:
     async with served_app() as http, mcp_session(http) as session:
         made = await session.call_tool("plan", {"goal": GOAL})
@@ -365,14 +400,16 @@ async def test_a_foreign_host_or_origin_is_refused_before_the_key(
     async with served_app(make_settings(llm=False, auth={"api_keys": keys})) as http:
         sent = {**MCP_ACCEPT, **headers, "authorization": f"Bearer {KEY}"}
         refused = await http.post("/mcp", json=LIST_TOOLS, headers=sent)
-        # The HTTP API itself is not MCP's to guard: it answers as before.
         planned = await http.post("/plan", json={"goal": GOAL}, headers=sent)
     assert refused.status_code == status
     body = refused.json()
     assert body["error"] == error
     assert set(body) == {"error", "detail", "request_id"}
     assert "evil" not in body["detail"]  # the caller's input is not echoed
-    assert planned.status_code == 200
+    if keys:  # the key guards the HTTP API: a page has none to send
+        assert planned.status_code == 200
+    else:  # nothing else does: the same rule as /mcp
+        assert (planned.status_code, planned.json()) == (status, {**body, "request_id": ANY})
 
 
 @pytest.mark.parametrize(
@@ -452,6 +489,7 @@ import asyncio, json, sys
 import httpx
 sys.path.insert(0, "tests")
 from support.app import make_settings, with_lifespan
+from support.factories import make_service
 from planner_arm.api.app import create_app
 
 def loaded():

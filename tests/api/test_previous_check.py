@@ -93,19 +93,29 @@ async def test_every_problem_is_listed_and_the_detail_names_the_first_three() ->
     assert body["detail"].endswith(f"(and {len(numbers) - 3} more, listed in errors)")
 
 
-async def test_an_arm_the_request_cannot_use_is_refused_but_specialize_takes_any() -> None:
+async def test_an_arm_the_request_cannot_use_is_refused_by_every_endpoint() -> None:
     plan = await _a_plan()
-    plan["plan"][1]["required_arm"] = "translator"
+    plan["plan"][1]["required_arm"] = "search_movie"  # neither configured nor a tool sent
+    tools = [{"name": "search_movie", "description": "Find a movie by its title"}]
+    tool_plan = json.loads(json.dumps(plan))
     async with running_app(make_settings(llm=False)) as client:
-        replan = await client.post("/replan", json={**ENDPOINTS["/replan"], "previous": plan})
-        expand = await client.post("/plan/expand", json={"goal": GOAL, "step": 3,
-                                                         "previous": plan})  # fmt: skip
-        specialize = await client.post("/plan/specialize", json={"step": 2, "previous": plan})
-    for response in (replan, expand):
+        answers = [
+            await client.post("/replan", json={**ENDPOINTS["/replan"], "previous": plan}),
+            await client.post("/plan/expand", json={"goal": GOAL, "step": 3, "previous": plan}),
+            await client.post("/plan/specialize", json={"step": 2, "previous": plan}),
+        ]
+        # A plan over the request's own tools is one to work on.
+        for step in tool_plan["plan"]:
+            step["required_arm"] = "search_movie"
+        over_tools = await client.post(
+            "/plan/specialize", json={"step": 2, "previous": tool_plan, "tools": tools}
+        )
+    for response in answers:
         body = assert_error_body(response, 422, "invalid_previous")
         assert [(item["code"], item["step"]) for item in body["errors"]] == [("unknown_arm", 2)]
-    assert specialize.status_code == 200, specialize.text
-    assert specialize.json()["required_arm"] == "translator"
+    assert len({response.json()["detail"] for response in answers}) == 1
+    assert over_tools.status_code == 200, over_tools.text
+    assert over_tools.json()["required_arm"] == "search_movie"
 
 
 async def test_the_rules_of_a_new_plan_are_not_asked_of_a_plan_sent_back() -> None:

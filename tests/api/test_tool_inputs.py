@@ -311,8 +311,10 @@ async def test_one_step_of_a_plan_over_tools_gets_its_arguments_when_the_tools_a
         )
     assert over_tools.status_code == 200, over_tools.text
     assert over_tools.json()["input"] == {"movie_id": "603", "limit": 10}
-    # Without them, the step's tool is not one the service knows a schema of.
-    assert set(without.json()["input"]) == {"instruction", "inputs_from"}
+    # Without them, the step's tool is no arm of the service's: refused, as /replan refuses it.
+    assert without.status_code == 422, without.text
+    assert without.json()["error"] == "invalid_previous"
+    assert [item["code"] for item in without.json()["errors"]] == ["unknown_arm"]
     assert bad.status_code == 422
     assert bad.json()["errors"][0]["message"].startswith("a tool is one of")
 

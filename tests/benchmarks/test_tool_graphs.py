@@ -225,7 +225,7 @@ async def test_the_service_system_sends_the_tools_and_reads_the_plan_it_gets() -
         )
 
     transport = httpx.MockTransport(answer_plan)
-    async with httpx.AsyncClient(transport=transport, base_url="http://planner") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         service = tg.Service(a_run(tools, cases[1]), http)
         planned = await service.plan(cases[0])
         refused = await service.plan(cases[2])

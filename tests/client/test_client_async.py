@@ -31,7 +31,7 @@ from support.app import make_settings, with_lifespan
 from support.invariants import assert_valid_plan
 
 GOAL = "Fix authentication bug and add tests"
-BASE = "http://planner"
+BASE = "http://localhost"
 KEY = "key-one-0123456789"
 
 

@@ -22,7 +22,7 @@ from planner_arm.client import (
 from planner_arm.client.retry import parse_retry_after
 from support.stub_model import PLAN
 
-BASE = "http://planner"
+BASE = "http://localhost"
 HEALTH = {
     "status": "healthy",
     "version": "0.1.0",

@@ -26,7 +26,7 @@ from support.app import app_transport, make_settings
 from support.stub_model import PLAN
 
 API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
-BASE = "http://planner"
+BASE = "http://localhost"
 GOAL = "List the cast of the movie Heat"
 SEARCH = mcp.types.Tool(
     name="lookup_title",

@@ -114,7 +114,7 @@ async def test_exit_signal_turns_ready_off_at_once() -> None:
     assert server.config.timeout_graceful_shutdown == 14  # drain 15 s, half a second kept
     async with with_lifespan(app) as served:
         transport = httpx.ASGITransport(app=served)
-        async with httpx.AsyncClient(transport=transport, base_url="http://p") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             assert (await client.get("/ready")).status_code == 200
             server.handle_exit(signal.SIGTERM, None)
             assert (await client.get("/ready")).status_code == 503

@@ -87,7 +87,7 @@ async def running_app(
     async with with_lifespan(app) as served:
         # As a real server would: an unhandled error is a 500 response, not an exception.
         transport = httpx.ASGITransport(app=served, raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://planner") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield client
 
 

@@ -3,8 +3,9 @@
 The lifespan builds the whole service through the composition root (`build_runtime`), warms
 the model client, serves it over MCP at /mcp too, yields the typed `State` every request sees,
 and closes what it built; it warns (`serving_without_keys`) when the service listens beyond
-loopback with no API keys. /docs and /redoc load their files from the service itself. With
-tracing configured, each request is a server span (the FastAPI instrumentation, which
+loopback with no API keys. Without keys every route but the probes answers only to the hosts
+/mcp answers to (`api/hosts.py`). /docs and /redoc load their files from the service itself.
+With tracing configured, each request is a server span (the FastAPI instrumentation, which
 continues a caller's `traceparent`; credential headers redacted), and the spans still
 buffered are exported on the way out.
 """
@@ -29,9 +30,16 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.telemetry import TelemetryConfig
 from starlette.routing import Route
 
-from planner_arm.api.auth import KeyCheck, KeyRing, RequestRates, serving_without_keys
+from planner_arm.api.auth import (
+    KeyCheck,
+    KeyRing,
+    RequestRates,
+    log_key_entries,
+    serving_without_keys,
+)
 from planner_arm.api.deps import Readiness, State
 from planner_arm.api.errors import install_error_handlers
+from planner_arm.api.hosts import AnsweredHosts, HostCheckMiddleware
 from planner_arm.api.mcp import MCP_PATH, MCPEndpoint
 from planner_arm.api.middleware import (
     BodyLimitMiddleware,
@@ -109,6 +117,7 @@ def create_app(
                 reason="no OPENAI_API_KEY and no LLM_BASE_URL",
                 serving="rule-based planner",
             )
+        log_key_entries(settings.auth)
         readiness.ready()
         log.info(
             "service_started",
@@ -159,12 +168,17 @@ def create_app(
     app.openapi = customise_openapi(app.openapi, settings.arm_ids)  # type: ignore[method-assign]
     install_error_handlers(app)
     # Added innermost first. Outside in: the request id (every later layer and error can use
-    # it), the metrics (which then count 413s too), the body limit, then the routes.
+    # it), the metrics (which then count 421s and 413s too), without keys the Host check, the
+    # body limit, then the routes.
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.server.max_body_bytes,
         max_json_depth=settings.server.max_json_depth,
     )
+    if not keys.keys.enabled:
+        # Without keys nothing else tells the service's own callers from a web page that
+        # reaches it by a rebound name; with keys such a page has none to send.
+        app.add_middleware(HostCheckMiddleware, hosts=AnsweredHosts.of(settings.server))
     # What the metrics match a request against when a layer before routing answered it.
     routes = [*app.routes, *(route for router in routers for route in router.routes)]
     app.add_middleware(HTTPMetricsMiddleware, metrics=metrics, routes=routes)

@@ -23,6 +23,7 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import structlog
 from fastapi import Request
 from starlette.types import Scope
 
@@ -30,6 +31,8 @@ from planner_arm.clock import Clock
 from planner_arm.config import AuthSettings, Settings, TenantSettings
 from planner_arm.errors import FailedKeysLimited, TooManyRequests, Unauthorized
 from planner_arm.principal import ANONYMOUS, FIXED_DERIVATION, Principal, principal_of
+
+log = structlog.get_logger("planner_arm.api.auth")
 
 # The bind addresses that reach only this machine.
 _LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
@@ -73,6 +76,18 @@ class KeyRing:
         if found is None:
             raise Unauthorized("the API key is not valid")
         return found
+
+
+def log_key_entries(auth: AuthSettings) -> None:
+    """One start-up line for each configured key saying how it was read: its place in the
+    list and its tenant, never the key (a plain key's tenant is derived from the key)."""
+    for number, (tenant, _) in enumerate(auth.key_entries, start=1):
+        log.info(
+            "api_key_read",
+            entry=number,
+            tenant=tenant,
+            read_as="named tenant" if tenant else "key only, tenant derived from the key",
+        )
 
 
 def presented_key(request: Request) -> str | None:

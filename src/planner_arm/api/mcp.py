@@ -6,18 +6,16 @@ each POST is a whole exchange, so any replica can answer any call. The MCP SDK (
 server-sent events library it answers with) is imported on the first request to /mcp, not
 with the app: a service nobody calls over MCP never loads it.
 
-Before the key, the SDK's DNS-rebinding protection checks `Host` and `Origin`: loopback names
-on any port, the configured `server.host` unless it is a wildcard, and `server.mcp_allowed_hosts`
-(any port, http or https); `server.cors_allow_origins` are trusted origins too. A web page that
-reaches a local instance through a DNS name rebound to 127.0.0.1 names a foreign host: 421
-`host_not_allowed`; one that calls it from its own origin: 403 `origin_not_allowed`.
+Before the key, the Host and Origin are checked (`api/hosts.py`, the rule every route follows
+while no keys are set; the SDK's own DNS-rebinding protection is given the same hosts): a web
+page that reaches a local instance through a DNS name rebound to 127.0.0.1 names a foreign
+host: 421 `host_not_allowed`; one that calls it from its own origin: 403 `origin_not_allowed`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
-import ipaddress
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -27,57 +25,32 @@ from anyio.abc import TaskGroup
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from planner_arm.api.auth import is_loopback
 from planner_arm.api.deps import admitted
+from planner_arm.api.hosts import AnsweredHosts
 from planner_arm.config import ServerSettings
-from planner_arm.errors import HostNotAllowed, NotReady, OriginNotAllowed, RequestRejected
+from planner_arm.errors import NotReady
 from planner_arm.service.wiring import Runtime
 
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from mcp.server.transport_security import (
-        TransportSecurityMiddleware,
-        TransportSecuritySettings,
-    )
+    from mcp.server.transport_security import TransportSecuritySettings
 
 MCP_PATH = "/mcp"
-# Host names that reach only this machine, as a Host header writes them.
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-# The SDK's refusals (by their status), as this API's errors.
-_REFUSALS: dict[int, tuple[type[RequestRejected], str]] = {
-    421: (
-        HostNotAllowed,
-        "/mcp does not answer to the host this request names; an operator adds a host with "
-        "server.mcp_allowed_hosts (MCP_ALLOWED_HOSTS)",
-    ),
-    403: (OriginNotAllowed, "/mcp takes no requests from web pages of this origin"),
-}
 
 
 def mcp_transport_security(server: ServerSettings) -> TransportSecuritySettings:
-    """The Host and Origin values /mcp accepts: loopback, the bound host unless it is a
-    wildcard, and the configured hosts, each on any port; plus the CORS origins."""
+    """The answered hosts (`AnsweredHosts`) as the SDK's transport writes them: each name and
+    each name on any port, and the origins of both, plus the trusted origins."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    names = [*LOOPBACK_HOSTS, *server.mcp_allowed_hosts]
-    bound = server.host.strip().strip("[]")
-    if _names_a_host(bound) and not is_loopback(bound):
-        names.append(f"[{bound}]" if ":" in bound else bound)  # an IPv6 address in brackets
-    hosts = [form for name in dict.fromkeys(names) for form in (name, f"{name}:*")]
+    answered = AnsweredHosts.of(server)
+    hosts = [form for name in answered.names for form in (name, f"{name}:*")]
     origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=hosts,
-        allowed_origins=[*origins, *server.cors_allow_origins],
+        allowed_origins=[*origins, *answered.trusted_origins],
     )
-
-
-def _names_a_host(bound: str) -> bool:
-    """False for a wildcard bind address (0.0.0.0, ::), which no Host header names."""
-    try:
-        return not ipaddress.ip_address(bound).is_unspecified
-    except ValueError:
-        return bool(bound)
 
 
 def _import_sdk() -> None:
@@ -95,14 +68,11 @@ class _Sessions:
     lifespan's own (its task group must end in the task it began in) until `stop`."""
 
     def __init__(self, runtime: Runtime, server: ServerSettings) -> None:
-        from mcp.server.transport_security import TransportSecurityMiddleware
         from sse_starlette.sse import AppStatus
 
         from planner_arm.api.mcp_server import build_mcp_server
 
-        security = mcp_transport_security(server)
-        self.host_check: TransportSecurityMiddleware = TransportSecurityMiddleware(security)
-        mcp_server = build_mcp_server(runtime, transport_security=security)
+        mcp_server = build_mcp_server(runtime, transport_security=mcp_transport_security(server))
         mcp_server.streamable_http_app()  # makes the session manager, run here rather than there
         self.manager: StreamableHTTPSessionManager = mcp_server.session_manager
         self.started = anyio.Event()
@@ -126,6 +96,7 @@ class MCPEndpoint:
 
     def __init__(self, server: ServerSettings) -> None:
         self._server = server
+        self._hosts = AnsweredHosts.of(server)
         self._runtime: Runtime | None = None
         self._tasks: TaskGroup | None = None
         self._sessions: _Sessions | None = None
@@ -163,13 +134,12 @@ class MCPEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        sessions = await self._started()
         # First, so a page on a foreign host learns nothing, not even whether keys are set.
-        # The SDK's own check (the same settings) would refuse it too, but in plain text.
-        refused = await sessions.host_check.validate_request(request, is_post=False)
+        # The SDK's own check (the same hosts) would refuse it too, but in plain text.
+        refused = self._hosts.refusal(request.headers)
         if refused is not None:
-            refusal, detail = _REFUSALS.get(refused.status_code, _REFUSALS[421])
-            raise refusal(detail)
+            raise refused
+        sessions = await self._started()
         # A wrong key, a draining service or a caller over its rate: the one error body.
         # What the MCP handlers read as the caller (`planner_arm.api.mcp_server.tool_call`).
         request.state.caller = admitted(request)

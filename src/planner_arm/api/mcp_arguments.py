@@ -6,6 +6,10 @@ The input schema is the request model's own, at the top level, with the service'
 a description an agent can act on for each field; the request model itself checks a call, so
 an error names the field as the agent wrote it (`goal: ...`). The older form, the whole
 request under `request`, is still read (and logged, `mcp_nested_arguments`).
+
+The arguments are held to the nesting limit of a body (`server.max_json_depth`, problem
+`json_too_deep`), counting what a field sent as JSON text will be read as: the text is
+measured without parsing it, since Python's JSON parser recurses once per level.
 """
 
 from __future__ import annotations
@@ -15,7 +19,11 @@ from typing import Any
 
 import structlog
 from mcp.server.fastmcp.utilities.func_metadata import ArgModelBase, FuncMetadata
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel, ValidationError, create_model
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from planner_arm.api.middleware import json_nesting_over
+from planner_arm.plan.schemas import context_depth_exceeds
 
 log = structlog.get_logger("planner_arm.api.mcp_arguments")
 
@@ -57,12 +65,45 @@ def unnested(arguments: dict[str, Any], tool: str) -> dict[str, Any]:
     return arguments
 
 
+def _nesting_problem(value: Any, limit: int, read_as_json: bool) -> str | None:
+    """What nests too deep in `value`, a field of arguments at a body's level: its value or
+    the JSON text it will be read as (then measured without parsing it)."""
+    if isinstance(value, dict | list) and context_depth_exceeds(value, limit - 1):
+        return f"the value nests arrays and objects more than {limit} deep"
+    text = value if read_as_json and isinstance(value, str) else ""
+    if json_nesting_over(text.encode("utf-8", "surrogatepass"), limit - 1):
+        return f"the JSON text nests arrays and objects more than {limit} deep"
+    return None
+
+
 class FlatArguments(FuncMetadata):
     """A tool's arguments read as one request: unnested, then pre-parsed as the SDK does for
     its own tools (a list or an object sent as JSON text is read as what it says), and passed
     whole to the tool function, which completes and checks them with the request model."""
 
     tool: str
+    max_json_depth: int
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        """`data` with its JSON text read, once no field nests deeper than a body may."""
+        fields = self.arg_model.model_fields
+        # The fields the SDK reads JSON text of: those that are not plain text.
+        read_as_json = {
+            key
+            for name, field in fields.items()
+            if field.annotation is not str
+            for key in (name, field.alias)
+            if key
+        }
+        too_deep: list[InitErrorDetails] = []
+        for key, value in data.items():
+            problem = _nesting_problem(value, self.max_json_depth, key in read_as_json)
+            if problem is not None:
+                error = PydanticCustomError("json_too_deep", problem)
+                too_deep.append({"type": error, "loc": (key,), "input": ""})
+        if too_deep:
+            raise ValidationError.from_exception_data(self.tool, too_deep)
+        return super().pre_parse_json(data)
 
     async def call_fn_with_arg_validation(
         self,
@@ -75,9 +116,11 @@ class FlatArguments(FuncMetadata):
         return await fn(arguments, **(arguments_to_pass_directly or {}))
 
 
-def flat_arguments(tool: str, model: type[BaseModel], made: FuncMetadata) -> FlatArguments:
+def flat_arguments(
+    tool: str, model: type[BaseModel], made: FuncMetadata, max_json_depth: int
+) -> FlatArguments:
     """`made` (what the SDK read from the tool function: its output schema) taking `model`'s
-    fields as the tool's arguments."""
+    fields as the tool's arguments, nested at most `max_json_depth` deep."""
     # The SDK's JSON pre-parsing reads the fields of an arguments model: the request's own.
     fields = create_model(model.__name__, __base__=(model, ArgModelBase))
     return FlatArguments(
@@ -86,4 +129,5 @@ def flat_arguments(tool: str, model: type[BaseModel], made: FuncMetadata) -> Fla
         output_model=made.output_model,
         wrap_output=made.wrap_output,
         tool=tool,
+        max_json_depth=max_json_depth,
     )

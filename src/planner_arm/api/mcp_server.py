@@ -89,8 +89,10 @@ class PlannerMCP(FastMCP):
         model: type[BaseModel],
         schema: dict[str, Any],
         annotations: ToolAnnotations,
+        max_json_depth: int,
     ) -> None:
-        """`fn(arguments, ctx)` as a tool whose arguments are `model`'s fields (`schema`)."""
+        """`fn(arguments, ctx)` as a tool whose arguments are `model`'s fields (`schema`),
+        nested at most `max_json_depth` deep as a body may be."""
         self.add_tool(
             fn,
             description=inspect.cleandoc(fn.__doc__ or ""),
@@ -100,7 +102,7 @@ class PlannerMCP(FastMCP):
         tool = self._tool_manager.get_tool(fn.__name__)
         if tool is None:  # the SDK refused the name
             raise LookupError(f"the tool {fn.__name__!r} was not added")
-        tool.fn_metadata = flat_arguments(tool.name, model, tool.fn_metadata)
+        tool.fn_metadata = flat_arguments(tool.name, model, tool.fn_metadata, max_json_depth)
         tool.parameters = schema
 
     async def call_tool(
@@ -326,7 +328,7 @@ def build_mcp_server(
         (specialize_step, SpecializeRequest, _PLANS),
     ):
         schema = agent_schema(model, goal_of_the_plan=tool in (replan, expand_step))
-        server.add_request_tool(tool, model, schema, hints)
+        server.add_request_tool(tool, model, schema, hints, runtime.settings.server.max_json_depth)
     server.add_tool(
         get_plan,
         description=inspect.cleandoc(get_plan.__doc__ or ""),

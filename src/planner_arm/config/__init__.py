@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -25,6 +27,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from planner_arm.config.near_miss import near_miss
 from planner_arm.config.sections import (
     CREDENTIAL_HEADERS as CREDENTIAL_HEADERS,
 )
@@ -203,9 +206,30 @@ class Settings(BaseSettings):
         return (
             init_settings,
             FlatEnvironmentSource(settings_cls),
-            nested_env,
-            YamlConfigSettingsSource(settings_cls, yaml_file=config_file),
+            WithoutModelKey(settings_cls, nested_env),
+            WithoutModelKey(settings_cls, YamlConfigSettingsSource(settings_cls, config_file)),
         )
+
+
+# The model's key comes only from its own variables (MODEL_KEY_VARIABLES): never from the
+# file, nor from PLANNER_API_KEY, one letter from the service's own keys (PLANNER_API_KEYS),
+# which would hand those to the model's provider and leave the service without keys.
+MODEL_KEY_FIELD = "api_key"
+MODEL_KEY_VARIABLES = ("OPENAI_API_KEY", "LLM_API_KEY")
+
+
+class WithoutModelKey(PydanticBaseSettingsSource):
+    """A source of settings (the nested variables, the file) that never sets the model's key."""
+
+    def __init__(self, settings_cls: type[BaseSettings], source: PydanticBaseSettingsSource):
+        super().__init__(settings_cls)
+        self.source = source
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # __call__ takes the source's whole mapping
+
+    def __call__(self) -> dict[str, Any]:
+        return {name: value for name, value in self.source().items() if name != MODEL_KEY_FIELD}
 
 
 class ConfigError(Exception):
@@ -239,8 +263,7 @@ ENV_FIELDS: dict[str, tuple[str, ...]] = {
     "MCP_ALLOWED_HOSTS": ("server", "mcp_allowed_hosts"),
     "FORWARDED_ALLOW_IPS": ("server", "forwarded_allow_ips"),
     "PLANNER_STORE_URL": ("store", "url"),
-    "OPENAI_API_KEY": ("api_key",),
-    "LLM_API_KEY": ("api_key",),
+    **dict.fromkeys(MODEL_KEY_VARIABLES, (MODEL_KEY_FIELD,)),
     "OTEL_SDK_DISABLED": ("tracing", "sdk_disabled"),
     "OTEL_SERVICE_NAME": ("tracing", "service_name"),
     "OTEL_EXPORTER_OTLP_ENDPOINT": ("tracing", "otlp_endpoint"),
@@ -345,6 +368,8 @@ def _setting_variables(model: type[BaseModel], prefix: str) -> list[str]:
     """Every PLANNER_<SECTION>__<FIELD> name (one level of sections), for suggestions."""
     names = []
     for name, field in model.model_fields.items():
+        if prefix == "PLANNER_" and name == MODEL_KEY_FIELD:
+            continue
         names.append(f"{prefix}{name.upper()}")
         inner = _model_in(field.annotation)
         if inner is not None and prefix == "PLANNER_":
@@ -352,28 +377,72 @@ def _setting_variables(model: type[BaseModel], prefix: str) -> list[str]:
     return names
 
 
-def check_planner_variables(environ: Mapping[str, str]) -> None:
-    """Refuse a PLANNER_ variable that names no setting (`PLANNER_PLANING__MAX_STEPS`): it
-    would be ignored while the service ran on the default, as a typo in the file is refused.
-    An empty one counts as unset, like the variables of the table."""
-    for name in sorted(environ):
-        # The table's variables are read by their exact name, the nested ones in any case.
-        if not name.upper().startswith("PLANNER_") or name in _FLAT_PLANNER_VARIABLES:
-            continue
-        if not environ[name].strip():
-            continue
-        parts = name[len("PLANNER_") :].lower().split("__")
-        if all(parts) and _is_setting_path(parts, Settings):
-            continue
-        known = [*sorted(_FLAT_PLANNER_VARIABLES), *_setting_variables(Settings, "PLANNER_")]
+@cache
+def _planner_variables() -> tuple[str, ...]:
+    """Every PLANNER_ name the service reads: the table's, then the nested ones."""
+    return (*sorted(_FLAT_PLANNER_VARIABLES), *_setting_variables(Settings, "PLANNER_"))
+
+
+def _unknown_planner_variable(name: str) -> ConfigError | None:
+    """Why a PLANNER_ variable is refused: it names no setting (`PLANNER_PLANING__MAX_STEPS`),
+    and would be ignored while the service ran on the default. None for a setting's name."""
+    # The table's variables are read by their exact name, the nested ones in any case.
+    if name in _FLAT_PLANNER_VARIABLES:
+        return None
+    parts = name[len("PLANNER_") :].lower().split("__")
+    if all(parts) and parts[0] != MODEL_KEY_FIELD and _is_setting_path(parts, Settings):
+        return None
+    known = _planner_variables()
+    meant = near_miss(name, known)
+    if meant is None:
         # Matched without the prefix every name shares, so only a near miss is suggested.
         by_rest = {known_name[len("PLANNER_") :]: known_name for known_name in known}
         close = difflib.get_close_matches(name[len("PLANNER_") :].upper(), by_rest, n=1)
-        hint = f"did you mean {by_rest[close[0]]}?" if close else "see docs/configuration.md"
-        raise ConfigError(
-            f"{name}: no such setting (PLANNER_<SECTION>__<FIELD> names a field of a "
-            f"section); {hint}"
-        )
+        meant = by_rest[close[0]] if close else None
+    hint = f"did you mean {meant}?" if meant else "see docs/configuration.md"
+    return ConfigError(
+        f"{name}: no such setting (PLANNER_<SECTION>__<FIELD> names a field of a section); {hint}"
+    )
+
+
+# What Kubernetes sets in a pod for each Service of its namespace ("service links"): the
+# Service planner-arm gives PLANNER_ARM_SERVICE_HOST=10.0.0.7, PLANNER_ARM_PORT=tcp://...
+_SERVICE_LINK = re.compile(
+    r"(?!.*__)[A-Z][A-Z0-9_]*_(?:SERVICE_HOST|SERVICE_PORT(?:_[A-Z0-9_]+)?|"
+    r"PORT(?:_[0-9]+_(?:TCP|UDP|SCTP)(?:_PROTO|_PORT|_ADDR)?)?)"
+)
+_SERVICE_LINK_VALUE = re.compile(
+    r"[0-9a-fA-F.:]+|(?:tcp|udp|sctp)(?:://\[?[0-9a-fA-F.:]+\]?:[0-9]+)?"
+)
+
+
+def is_service_link(name: str, value: str) -> bool:
+    """Whether a variable is one Kubernetes set for a Service: its name (no `__`, which a
+    setting's has) and its value (an address, a port, a protocol or a URL of them) both have
+    the shape, so a setting's typo that happens to end in _PORT is still refused."""
+    return bool(_SERVICE_LINK.fullmatch(name) and _SERVICE_LINK_VALUE.fullmatch(value.strip()))
+
+
+def check_variables(environ: Mapping[str, str]) -> None:
+    """Refuse a variable the service would ignore though it was meant for it, as a typo in the
+    file is refused: a PLANNER_ one that names no setting, and any other a slip away from a
+    variable of the table (`LLM_BASEURL`, `OPENAI_APIKEY`). An empty one counts as unset, like
+    the variables of the table. Never the value in the message: it may be a key."""
+    for name in sorted(environ):
+        value = environ[name]
+        if not value.strip() or name in ENV_FIELDS or is_service_link(name, value):
+            continue
+        if name.upper().startswith("PLANNER_"):
+            refused = _unknown_planner_variable(name)
+            if refused is not None:
+                raise refused
+            continue
+        meant = near_miss(name, ENV_FIELDS)
+        if meant is not None:
+            raise ConfigError(
+                f"{name}: no such variable, so the service would run without its value; "
+                f"did you mean {meant}?"
+            )
 
 
 def load_settings(**overrides: Any) -> Settings:
@@ -381,7 +450,7 @@ def load_settings(**overrides: Any) -> Settings:
 
     `overrides` (section -> dict of fields) win over file and environment; tests use them.
     """
-    check_planner_variables(os.environ)
+    check_variables(os.environ)
     config_file = os.environ.get("PLANNER_CONFIG", "").strip()
     if config_file:
         path = Path(config_file)
@@ -393,6 +462,11 @@ def load_settings(**overrides: Any) -> Settings:
             raise ConfigError(f"PLANNER_CONFIG: {path} is not valid YAML: {exc}") from exc
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"PLANNER_CONFIG: {path} must hold a mapping at the top level")
+        if isinstance(loaded, dict) and MODEL_KEY_FIELD in loaded:
+            raise ConfigError(
+                f"{MODEL_KEY_FIELD}: the model's key is not read from the file ({path}): set "
+                f"{' or '.join(MODEL_KEY_VARIABLES)}"
+            )
     try:
         return Settings(**overrides)
     except ValidationError as exc:

@@ -202,16 +202,46 @@ class CircuitSettings(Section):
     max_retry_after_seconds: float = Field(300.0, gt=0, le=86_400)
 
 
-# A key entry that names its tenant: `tenant:key`.
-_TENANT_ENTRY = re.compile(r"^([a-z0-9][a-z0-9_-]{0,31}):(.+)$")
+# The name in an entry `tenant:key`.
+TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+# Names that read as the start of a key (`sk-...`, `pk_...`, `Bearer ...`): `sk:abc` may be one
+# key with a colon as well as the key `abc` of tenant `sk`.
+KEY_LIKE_NAMES = frozenset(
+    {"sk", "pk", "rk", "ak", "key", "apikey", "api-key", "api_key", "token", "secret", "bearer"}
+)
+TENANT_RULE = "1-32 of a-z, 0-9, _ and -, starting with a letter or a digit"
+
+
+def read_key_entry(text: str) -> tuple[str | None, str]:
+    """An entry of the API keys as (tenant, key): `tenant:key` names the tenant, a plain key
+    (no `:`) is a tenant of its own. ValueError, never quoting the key, for an entry that
+    reads two ways: a name that is no tenant's or reads as a key's start, an empty key, or a
+    key with a space."""
+    name, colon, key = text.partition(":")
+    if not colon:
+        name, key = "", text
+    elif not TENANT_NAME.fullmatch(name):
+        raise ValueError(
+            f"the text before ':' is not a tenant name ({TENANT_RULE}); a key of its own holds "
+            "no ':'"
+        )
+    elif name in KEY_LIKE_NAMES:
+        raise ValueError(
+            f"the tenant name {name!r} reads as the start of a key ({name}-..., {name}_...): "
+            "give the tenant another name"
+        )
+    if not key or any(character.isspace() for character in key):
+        raise ValueError("the key is empty or holds a space")
+    return name or None, key
 
 
 class AuthSettings(Section):
     """API keys for the planning endpoints; none configured means no key is asked for.
 
-    An entry `tenant:key` names the tenant the key belongs to (`tenant` is 1-32 of a-z, 0-9,
-    `_` and `-`): the keys of one tenant share its plans, so a key can be rotated without
-    losing them. A plain `key` is a tenant of its own; a key belongs to one tenant only.
+    An entry `tenant:key` names the tenant the key belongs to (`read_key_entry`): the keys of
+    one tenant share its plans, so a key can be rotated without losing them. A plain `key`
+    (no `:`) is a tenant of its own; a key belongs to one tenant only. An entry that could be
+    read two ways stops start-up.
     Records are filed under a keyed hash of the tenant (or key), never the key itself;
     `principal_secret` keys that hash (the same on every replica of one store), else a fixed
     derivation anyone can repeat: so a Redis store with keys needs one. Wrong keys are
@@ -248,6 +278,14 @@ class AuthSettings(Section):
         secret = self.principal_secret
         if secret is not None and len(secret.get_secret_value()) < 16:
             raise ValueError("principal_secret must be 16 or more characters")
+        for number, configured in enumerate(self.api_keys, start=1):
+            try:
+                read_key_entry(configured.get_secret_value().strip())
+            except ValueError as problem:
+                raise ValueError(
+                    f"API key entry {number} (counting PLANNER_API_KEYS, then the lines of "
+                    f"PLANNER_API_KEYS_FILE): {problem}"
+                ) from None
         owners: dict[str, set[str]] = {}
         for tenant, key in self.key_entries:
             owners.setdefault(key, set()).add(tenant or "a plain key entry")
@@ -267,12 +305,7 @@ class AuthSettings(Section):
     @property
     def key_entries(self) -> list[tuple[str | None, str]]:
         """Each configured key with its tenant (None for a plain key, its own tenant)."""
-        entries: list[tuple[str | None, str]] = []
-        for configured in self.api_keys:
-            text = configured.get_secret_value().strip()
-            named = _TENANT_ENTRY.match(text)
-            entries.append((named.group(1), named.group(2)) if named else (None, text))
-        return entries
+        return [read_key_entry(key.get_secret_value().strip()) for key in self.api_keys]
 
 
 class CacheSettings(Section):

@@ -165,16 +165,16 @@ class Specializer:
     ) -> SpecializeResponse:
         """The input of step `number` of `plan` (POST /plan/specialize), over `tools` (the
         request's; None: the job's arms); InvalidPrevious for a plan that is not one to work
-        on (the check /replan and /plan/expand make; any arm), RequestRejected
+        on (the check /replan and /plan/expand make, over the same arms), RequestRejected
         `unknown_step` when the plan has no such step."""
-        check_sent_back(plan.plan)
+        arms = job.toolbox.box.arms if tools is None else tools
+        check_sent_back(plan.plan, [arm.id for arm in arms])
         by_id = {step.step: step for step in plan.plan}
         step = by_id.get(number)
         if step is None:
             detail = f"the plan has no step {number} (its steps are {sorted(by_id)})"
             raise RequestRejected(detail, code="unknown_step")
         ids = ancestors(plan.plan, number)
-        arms = job.toolbox.box.arms if tools is None else tools
         schemas = await to_thread.run_sync(tool_schemas, arms, {step.required_arm})
         schema = schemas.get(step.required_arm)
         target = StepToFill(step, brief, [by_id[item] for item in sorted(ids)], schema)
