@@ -36,6 +36,7 @@ from planner_arm.plan.inputs import check_input, input_schema
 from planner_arm.plan.schemas import EstimatedCost, PlanNote, PlanResponse, PlanStep
 from planner_arm.plan.tool_inputs import check_tool_input, usable_schema
 from planner_arm.rules.inputs import rule_input, rule_tool_input
+from planner_arm.strategies.answer_schemas import decoding_schema
 from planner_arm.strategies.answering import Answers
 from planner_arm.strategies.job import Job
 from planner_arm.strategies.prompts import SpecializeBrief, specialize_messages, specialize_repair
@@ -217,7 +218,9 @@ class Specializer:
             specialize_messages(step.required_arm, schema, target.brief, step, target.earlier),
             read,
             specialize_repair,
-            answer_schema=AnswerSchema(_answer_schema_name(step.required_arm), schema),
+            answer_schema=AnswerSchema(
+                _answer_schema_name(step.required_arm), decoding_schema(schema)
+            ),
             light=True,
         )
 
