@@ -459,11 +459,14 @@ SPECIALIZE_SYSTEM_PROMPT = (
 @dataclass(frozen=True)
 class SpecializeBrief:
     """What the caller said about the whole plan, for every step's input: its goal, its
-    constraints and its context."""
+    constraints and its context; and `given`, the rest of what it sent that an input may
+    quote (its worked examples, what it reported of the steps), which the model is not shown
+    but a value the model wrote is looked for in (plan/unsourced.py)."""
 
     goal: str | None = None
     constraints: Sequence[str] = ()
     context: Mapping[str, Any] = field(default_factory=dict)
+    given: Sequence[str] = ()
 
 
 def specialize_user_prompt(
