@@ -23,14 +23,14 @@ from fastapi import FastAPI, Request
 
 from planner_arm.config import load_settings
 from planner_arm.llm.client import build_http_client
-from planner_arm.strategies.prompts import initial_messages, system_prompt, user_prompt
+from planner_arm.strategies.prompts import plan_opening, user_prompt
 
 
 def create_floor_app() -> FastAPI:
     settings = load_settings()
     if settings.model.base_url is None:
         raise SystemExit("floor_app: set OPENAI_BASE_URL (or LLM_BASE_URL) to the stub's URL")
-    system = system_prompt(settings.arms, settings.planning)
+    opening = plan_opening(settings.arms, settings.planning)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -51,11 +51,10 @@ def create_floor_app() -> FastAPI:
     @app.post("/plan")
     async def plan(body: dict[str, Any], request: Request) -> dict[str, Any]:
         """Ask the model once, as the service does, and return its text as it came."""
-        messages = initial_messages(
-            system,
+        messages = opening.messages(
             user_prompt(
                 str(body.get("goal", "")), body.get("constraints") or [], body.get("context") or {}
-            ),
+            )
         )
         response = await request.app.state.client.chat.completions.create(
             model=settings.model.name,

@@ -3,7 +3,6 @@ caller who tries to steer the plan outside the contract."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from planner_arm.config import load_settings
 from planner_arm.errors import Unauthorized
 from support.app import TEST_KEY, answer, make_settings, running_app
 from support.invariants import DEFAULT_ARMS, assert_valid_plan
+from support.model_requests import request_data, system_of
 
 GOAL = {"goal": "Fix authentication bug and add tests"}
 KEYS = {"auth": {"api_keys": ["key-one-0123456789", "key-two-9876543210"]}}
@@ -254,5 +254,5 @@ async def test_goal_cannot_steer_the_plan_outside_the_contract(chat_route: respx
     assert {s["required_arm"] for s in body["plan"]} <= set(DEFAULT_ARMS)
     assert body["plan"][-1]["required_arm"] == "judge"
     assert any(r["code"] == "arm_selected" for r in body["metadata"]["repairs"])
-    sent = json.loads(chat_route.calls.last.request.content)["messages"]
-    assert json.loads(sent[1]["content"].splitlines()[1])["goal"] == goal  # sent as data
+    assert request_data(chat_route.calls.last.request)["goal"] == goal  # sent as data
+    assert "SYSTEM OVERRIDE" not in system_of(chat_route.calls.last.request)

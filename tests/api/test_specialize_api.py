@@ -16,6 +16,7 @@ from planner_arm.plan.inputs import check_input, input_schema
 from planner_arm.plan.schemas import PlanStep
 from support.app import answer, good_plan, make_settings, running_app
 from support.invariants import assert_error_body, assert_valid_plan, sample
+from support.model_requests import request_data, system_of
 from support.sse import check_reset_rule, parse_sse
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
@@ -57,13 +58,14 @@ async def test_plan_with_specialize_asks_the_model_once_per_step(chat_route: res
     calls: list[str] = []
 
     def reply(request: httpx.Request) -> httpx.Response:
-        system = httpx.Response(200, content=request.content).json()["messages"][0]["content"]
+        system = system_of(request)
         calls.append(system[:40])
         if system.startswith("You are the planner"):
             return answer(good_plan())
-        if "`retriever`" in system:
+        arm = request_data(request)["arm"]
+        if arm == "retriever":
             return answer({"query": "login handler", "top_k": 3})
-        if "`coder`" in system:
+        if arm == "coder":
             return answer({"instruction": "Patch {{steps.1.output}}"})
         return answer("no idea")  # the judge's input: not JSON, twice -> the rule
 

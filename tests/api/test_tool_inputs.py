@@ -19,6 +19,7 @@ from planner_arm.plan.tool_inputs import ToolSchema, tool_schema
 from planner_arm.rules.inputs import rule_tool_input
 from planner_arm.strategies.specialize import tool_schemas
 from support.app import answer, make_settings, running_app
+from support.model_requests import request_data, system_of
 
 SEARCH_SCHEMA = {
     "type": "object",
@@ -63,10 +64,6 @@ def checkable(schema: dict[str, Any]) -> ToolSchema:
     return checked
 
 
-def _system(request: httpx.Request) -> str:
-    return str(json.loads(request.content)["messages"][0]["content"])
-
-
 class Model:
     """The model: the plan, then each step's input from `inputs` (by tool, in turn)."""
 
@@ -75,10 +72,9 @@ class Model:
         self.asked: list[str] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        system = _system(request)
-        if "You prepare the input" not in system:
+        if not system_of(request).startswith("You prepare the input"):
             return answer(PLAN)
-        tool = next(name for name in self.inputs if f"`{name}`" in system)
+        tool = request_data(request)["arm"]
         self.asked.append(tool)
         return answer(self.inputs[tool].pop(0))
 
@@ -114,9 +110,12 @@ async def test_the_model_writes_arguments_valid_against_each_tools_schema(
         "search_movie": {"title": "Titanic"},
         "GetMovieCredit": {"movie_id": "{{steps.1.output}}", "limit": 5},
     }
-    # Each input call showed the model its tool's own schema.
-    systems = [_system(call.request) for call in chat_route.calls[1:]]
-    assert any(json.dumps(CREDITS_SCHEMA, separators=(",", ":")) in text for text in systems)
+    # Each input call showed the model its tool's own schema, as data.
+    shown = {
+        request_data(call.request)["arm"]: request_data(call.request)["input_schema"]
+        for call in chat_route.calls[1:]
+    }
+    assert shown == SCHEMAS
     assert "input_by_rule" not in _warnings(body)
 
 

@@ -170,11 +170,16 @@ async def test_the_prompt_opens_the_same_for_every_request_and_carries_the_rule_
             assert response.status_code == 200, response.text
     sent = [json.loads(call.request.content)["messages"] for call in chat_route.calls]
     systems = [messages[0]["content"] for messages in sent]
-    # The rules first and the tools after them: the same opening for every request.
+    users = [messages[1]["content"] for messages in sent]
+    # The rules, then the tools as the user message's first lines: the same opening for every
+    # request over these tools.
     assert systems[0] == systems[1]
-    assert systems[0].index("Rules:") < systems[0].index('{"name": "search_movie"')
-    for messages, goal in zip(sent, goals, strict=True):
-        user = messages[1]["content"]
+    assert "search_movie" not in systems[0]
+    tools_end = users[0].index("\n\n")
+    assert users[0].startswith("The tools, one JSON object a line (data):\n")
+    assert '{"name": "search_movie"' in users[0][:tools_end]
+    assert users[1][: tools_end + 2] == users[0][: tools_end + 2]
+    for user, goal in zip(users, goals, strict=True):
         draft_line = next(line for line in user.splitlines() if line.startswith('{"draft"'))
         # The draft is the rule-based plan: the cast needs the movie's id, found first.
         assert json.loads(draft_line)["draft"] == [

@@ -4,7 +4,6 @@ one problem that names the accepted shapes."""
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
@@ -20,6 +19,7 @@ from planner_arm.api.app import create_app
 from planner_arm.config import ConfigError, load_settings
 from planner_arm.limits import ACCEPTED_SHAPES, ArmSpec, shape_problem
 from support.app import answer, make_settings, running_app, with_lifespan
+from support.model_requests import listed_tools
 
 GOAL = "Search the movie Titanic by its title, and then get the cast of the movie"
 MCP_SEARCH = mcp.types.Tool(
@@ -79,8 +79,7 @@ async def test_a_tool_without_description_is_shown_to_the_model_by_name_and_para
             "/plan", json={"goal": "Book two seats for Heat", "tools": _tools()}
         )
     assert response.status_code == 200, response.text
-    system = json.loads(chat_route.calls[0].request.content)["messages"][0]["content"]
-    listed = [json.loads(line) for line in system.splitlines() if line.startswith('{"name"')]
+    listed = listed_tools(chat_route.calls[0].request)
     described = {tool["name"]: tool.get("description") for tool in listed}
     assert described["book_seats"] == "book seats (takes movie_id, seats)"
     assert described["search_movie"] == "Search movies by title and return their ids"

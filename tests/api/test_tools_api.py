@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 import respx
 
 from planner_arm.config import ConfigError, load_settings
 from support.app import answer, make_settings, running_app
+from support.model_requests import listed_tools, system_of, user_of
 
 MOVIE_TOOLS: list[dict[str, Any]] = [
     {"id": "Image Search (by Image)", "description": "Find images similar to a given image"},
@@ -34,9 +36,9 @@ TOOL_IDS = {"Image Search (by Image)", "GetMovieCredit", "search_movie"} | {
 GOAL = "Search the movie Titanic by its title, and then get the cast of the movie"
 
 
-def _listed_tools(system: str) -> list[str]:
-    """The tool names a system prompt lists, one JSON object a line."""
-    return [json.loads(line)["name"] for line in system.splitlines() if line.startswith('{"name"')]
+def _listed_tools(request: httpx.Request) -> list[str]:
+    """The tool names a prompt lists, one JSON object a line of its user message."""
+    return [tool["name"] for tool in listed_tools(request)]
 
 
 def _steps(body: dict[str, Any]) -> list[tuple[str, list[int]]]:
@@ -74,12 +76,15 @@ async def test_the_model_is_asked_about_the_tools_and_its_names_are_read(
     assert _steps(body) == [("search_movie", []), ("GetMovieCredit", [1])]
     codes = {entry["code"] for entry in body["metadata"]["repairs"]}
     assert {"tool_closest", "no_tool_step_dropped"} <= codes
-    system = json.loads(chat_route.calls[0].request.content)["messages"][0]["content"]
-    # Each tool once, as data; none of the built-in arms.
-    assert sorted(_listed_tools(system)) == sorted(TOOL_IDS)
-    assert system.count("GetMovieCredit") == 1
-    assert "retriever" not in system
-    assert "judge" not in system
+    request = chat_route.calls[0].request
+    user = user_of(request)
+    # Each tool once, as data in the user message; none of the built-in arms; none in the
+    # system message.
+    assert sorted(_listed_tools(request)) == sorted(TOOL_IDS)
+    assert user.split("\n\n")[0].count("GetMovieCredit") == 1
+    assert "retriever" not in user
+    assert "judge" not in user
+    assert not any(tool in system_of(request) for tool in TOOL_IDS)
 
 
 async def test_a_tool_named_as_the_action_wins_over_another_required_arm(
@@ -179,8 +184,7 @@ async def test_a_large_tool_set_is_shortlisted_in_the_prompt(chat_route: respx.R
     async with running_app(settings) as client:
         response = await client.post("/plan", json={"goal": GOAL, "tools": [*filler, *MOVIE_TOOLS]})
     assert response.status_code == 200
-    system = json.loads(chat_route.calls[0].request.content)["messages"][0]["content"]
-    listed = _listed_tools(system)
+    listed = _listed_tools(chat_route.calls[0].request)
     assert {"search_movie", "GetMovieCredit"} <= set(listed)
     assert len(listed) <= 10
 

@@ -15,6 +15,7 @@ from planner_arm.plan.dag import ancestors_of_each
 from planner_arm.plan.inputs import check_input
 from planner_arm.plan.schemas import PlanStep
 from support.invariants import assert_error_body, assert_valid_plan
+from support.model_requests import request_data
 from support.service import serving
 from support.stub_model import Reply, Status, StubLLM
 
@@ -76,7 +77,7 @@ def test_the_model_fills_inputs_and_bad_answers_end_with_the_rule(
     assert [note["detail"][:22] for note in warnings] == ["step 3: invalid_input:"]
     assert stub.calls == body["metadata"]["attempts"] == 7
     assert stub.requests[1]["response_format"] == {"type": "json_object"}
-    assert '"query"' in stub.requests[1]["messages"][0]["content"]
+    assert "query" in request_data(stub.requests[1])["input_schema"]["properties"]
 
 
 def test_specialize_one_step_over_real_http(client: httpx.Client, stub: StubLLM) -> None:

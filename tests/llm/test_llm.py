@@ -17,7 +17,7 @@ from planner_arm.errors import (
     LLMUnsupportedFormat,
 )
 from planner_arm.llm.client import AnswerSchema, LLMClient, redact
-from planner_arm.strategies.prompts import plan_json_schema
+from planner_arm.strategies.answer_schemas import plan_json_schema
 from support.app import TEST_KEY, answer, completion_body, make_settings
 
 MESSAGES = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]

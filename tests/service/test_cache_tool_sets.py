@@ -6,7 +6,6 @@ which answers over whichever tools its prompt lists."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import httpx
@@ -17,6 +16,7 @@ from planner_arm.config import load_settings
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.service.cache import request_key, settings_fingerprint
 from support.app import answer, good_plan, make_settings, running_app
+from support.model_requests import listed_tools
 
 GOAL = "Find the record, then report on it"
 SET_A = [
@@ -36,8 +36,7 @@ OTHER_EXAMPLE = {"request": "Report on the Jones record", "steps": [{"tool": "wr
 
 
 def _listed_tools(request: httpx.Request) -> list[str]:
-    system = json.loads(request.content)["messages"][0]["content"]
-    return [json.loads(line)["name"] for line in system.splitlines() if line.startswith('{"name"')]
+    return [tool["name"] for tool in listed_tools(request)]
 
 
 def _over_listed_tools(request: httpx.Request) -> httpx.Response:

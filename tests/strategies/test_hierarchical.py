@@ -4,7 +4,6 @@ sub-plan answers, the deadline, the budget, no model at all, and streaming."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -12,6 +11,7 @@ import respx
 
 from support.app import FakeClock, answer, good_plan, make_settings, running_app
 from support.invariants import assert_valid_plan
+from support.model_requests import request_data
 from support.sse import parse_sse
 
 GOAL = {"goal": "Fix authentication bug and add tests", "strategy": "hierarchical"}
@@ -40,10 +40,9 @@ def sub_plan(action: str, *, compound: bool = False) -> dict[str, Any]:
 
 def detailed_action(request: httpx.Request) -> str | None:
     """The action of the step a sub-plan prompt asks about; None for the phases prompt."""
-    user = json.loads(request.content)["messages"][1]["content"]
-    if "step_to_detail" not in user:
+    data = request_data(request)
+    if "step_to_detail" not in data:
         return None
-    data = json.loads(user.split("\n")[1])
     action: str = data["step_to_detail"]["action"]
     return action
 

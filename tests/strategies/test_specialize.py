@@ -23,10 +23,12 @@ from planner_arm.plan.schemas import (
     PlanStep,
 )
 from planner_arm.service.wiring import Runtime
-from planner_arm.strategies.prompts import SpecializeBrief
+from planner_arm.strategies.answer_schemas import decoding_schema
+from planner_arm.strategies.prompts import SPECIALIZE_SYSTEM_PROMPT, SpecializeBrief
 from planner_arm.strategies.specialize import Specializer
 from support.app import FakeClock, answer
 from support.factories import make_service, request_deadline, request_job
+from support.model_requests import request_data
 
 GOAL = "Fix authentication bug and add tests"
 BRIEF = SpecializeBrief(GOAL)
@@ -107,9 +109,11 @@ async def test_the_models_valid_input_is_used(
     assert result.input == CODER_INPUT
     assert chat_route.call_count == 1
     messages = sent(chat_route)["messages"]
-    assert '"instruction"' in messages[0]["content"]  # the arm's schema is in the rules
-    assert "Patch the expiry check" in messages[1]["content"]
-    assert GOAL in messages[1]["content"]
+    assert messages[0]["content"] == SPECIALIZE_SYSTEM_PROMPT
+    data = request_data(sent(chat_route))  # the arm's schema and the step, as data
+    assert (data["arm"], data["input_schema"]) == ("coder", input_schema("coder"))
+    assert data["step"]["action"] == "Patch the expiry check"
+    assert data["goal"] == GOAL
     assert sent(chat_route)["response_format"] == {"type": "json_object"}
 
 
@@ -121,7 +125,10 @@ async def test_structured_output_carries_the_arms_schema(
     fmt = sent(chat_route)["response_format"]
     assert fmt["type"] == "json_schema"
     assert fmt["json_schema"]["name"] == "coder_input"
-    assert fmt["json_schema"]["schema"] == input_schema("coder")
+    # The arm's schema without its words for a reader, which the user message carries.
+    assert fmt["json_schema"]["schema"] == decoding_schema(input_schema("coder"))
+    assert "description" in json.dumps(input_schema("coder"))
+    assert '"description"' not in json.dumps(fmt["json_schema"]["schema"])
 
 
 async def test_a_wrong_shape_is_repaired_once(
@@ -211,7 +218,7 @@ async def test_one_call_per_step_and_the_cost_is_added(
     chat_route: respx.Route, fake_clock: FakeClock
 ) -> None:
     def reply(request: httpx.Request) -> httpx.Response:
-        schema = json.loads(request.content)["messages"][0]["content"]
+        schema = json.dumps(request_data(request)["input_schema"])
         if '"query"' in schema:
             return answer({"query": "login handler"})
         if '"command"' in schema:

@@ -225,5 +225,5 @@ async def test_a_request_plans_with_the_tool_set_it_holds() -> None:
         assert toolbox.box is box
         assert (toolbox.rules, toolbox.resolver) == (box.rules, box.resolver)
         # Past the shortlist, its prompt lists the tools relevant to the request alone.
-        assert toolbox.system_prompt == box.prompt_for(box.listed(request))
+        assert toolbox.opening == box.prompt_for(box.listed(request))
         assert len(box.listed(request)) < LARGE

@@ -44,6 +44,7 @@ from planner_arm.plan.endpoint_schemas import (
 )
 from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse
 from planner_arm.plan.tools import arm_specs
+from planner_arm.plan.unsourced import texts_of
 from planner_arm.plan.validation import PlanRules
 from planner_arm.principal import ANONYMOUS, Principal
 from planner_arm.service.cache import CachingPlanner
@@ -96,8 +97,15 @@ class Strategies:
 
 
 def brief_of(request: PlanRequest) -> SpecializeBrief:
-    """What stage 2 tells the model about the whole plan, from the request that made it."""
-    return SpecializeBrief(request.goal, request.constraints, request.context)
+    """What stage 2 tells the model about the whole plan, from the request that made it; and
+    what else the request gave that an input may quote (its worked examples, a replan's
+    reports of the steps and its reason)."""
+    given = [text for example in request.examples or () for text in texts_of(example.model_dump())]
+    if isinstance(request, ReplanRequest):
+        states = request.step_states.values()
+        given += [text for state in states for text in (state.output, state.error) if text]
+        given += [request.reason] if request.reason else []
+    return SpecializeBrief(request.goal, request.constraints, request.context, given)
 
 
 @dataclass

@@ -35,7 +35,6 @@ from planner_arm.strategies.answering import Answers
 from planner_arm.strategies.job import Job
 from planner_arm.strategies.prompts import (
     EXPAND_PROMPT_VERSION,
-    initial_messages,
     subplan_user_prompt,
     with_repair,
 )
@@ -106,7 +105,7 @@ class SubPlanner:
         def read(completion: Completion) -> tuple[DraftPlan, ValidPlan]:
             return read_plan_answer(completion.content, completion.truncated, resolver, checked)
 
-        messages = initial_messages(box.system_prompt, user)
+        messages = box.opening.messages(user)
         # Checked in its place (spliced into the plan, which may be large): read off the loop.
         light = check is None
         question = Question(

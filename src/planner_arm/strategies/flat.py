@@ -33,7 +33,6 @@ from planner_arm.strategies.prompts import (
     PROMPT_VERSION,
     draft_prompt,
     examples_prompt,
-    initial_messages,
     user_prompt,
     with_repair,
 )
@@ -99,7 +98,7 @@ class FlatPlanner:
         # A tool plan is judged by its tools and links; the constraint checks are the agents'.
         checks = quality if rules.profile == "agents" else None
         return Question(
-            initial_messages(box.system_prompt, user),
+            box.opening.messages(user),
             read,
             with_repair,
             answer_schema=box.answer_schema,

@@ -28,7 +28,6 @@ from planner_arm.strategies.flat import PlanAnswer, first_answer, respond
 from planner_arm.strategies.job import Job, Notes
 from planner_arm.strategies.prompts import (
     EXPAND_PROMPT_VERSION,
-    initial_messages,
     phases_user_prompt,
     with_repair,
 )
@@ -80,7 +79,7 @@ class HierarchicalPlanner:
         def read(completion: Completion) -> PlanAnswer:
             return read_plan_answer(completion.content, completion.truncated, resolver, checked)
 
-        messages = initial_messages(box.system_prompt, user)
+        messages = box.opening.messages(user)
         return Question(messages, read, with_repair, answer_schema=box.answer_schema, light=True)
 
     def _fit(self, top: list[Node], request: PlanRequest, notes: Notes) -> None:

@@ -30,7 +30,6 @@ from planner_arm.strategies.iterative import next_round
 from planner_arm.strategies.job import Job
 from planner_arm.strategies.prompts import (
     REPLAN_PROMPT_VERSION,
-    initial_messages,
     replan_user_prompt,
     with_repair,
 )
@@ -115,7 +114,7 @@ class Replanner:
 
             return read_plan_answer(completion.content, completion.truncated, resolver, merged)
 
-        messages = initial_messages(box.system_prompt, user)
+        messages = box.opening.messages(user)
         return Question(messages, read, with_repair, answer_schema=box.answer_schema)
 
     def _closing(self, scope: ReplanScope) -> PlanAnswer:

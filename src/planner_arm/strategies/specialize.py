@@ -37,7 +37,9 @@ from planner_arm.plan.endpoint_schemas import SpecializeResponse
 from planner_arm.plan.inputs import check_input, input_schema
 from planner_arm.plan.schemas import EstimatedCost, PlanNote, PlanResponse, PlanStep
 from planner_arm.plan.tool_inputs import CheckBudget, ToolSchema, check_tool_input, tool_schema
+from planner_arm.plan.unsourced import Sources, texts_of, unsourced_values
 from planner_arm.rules.inputs import rule_input, rule_tool_input
+from planner_arm.strategies.answer_schemas import decoding_schema
 from planner_arm.strategies.answering import Answers
 from planner_arm.strategies.job import Job
 from planner_arm.strategies.prompts import SpecializeBrief, specialize_messages, specialize_repair
@@ -47,12 +49,14 @@ InputSource = Literal["llm", "rule"]
 
 @dataclass(frozen=True)
 class FilledInput:
-    """A step's input, who wrote it, and (by rule while a model was configured) why."""
+    """A step's input, who wrote it, (by rule while a model was configured) why, and what
+    in the model's deserves a warning (`unsourced`)."""
 
     input: dict[str, Any]
     source: InputSource
     model: str | None = None
     reason: str | None = None
+    warnings: tuple[PlanNote, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,7 @@ class Specializer:
                     notes.append((step.step, PlanNote(code="input_replaced", detail=detail)))
             async with slots:
                 filled = await self.fill(work, target)
+            notes.extend((step.step, note) for note in filled.warnings)
             if filled.reason is not None:
                 notes.append((step.step, _by_rule_note(step, filled)))
             return step.model_copy(update={"input": filled.input})
@@ -187,7 +192,10 @@ class Specializer:
             source=filled.source,
             model=filled.model,
             request_id=job.request_id,
-            warnings=[] if filled.reason is None else [_by_rule_note(step, filled)],
+            warnings=[
+                *filled.warnings,
+                *([] if filled.reason is None else [_by_rule_note(step, filled)]),
+            ],
         )
 
     async def fill(self, job: Job[Any], target: StepToFill) -> FilledInput:
@@ -197,7 +205,8 @@ class Specializer:
             return self._counted(FilledInput(await to_thread.run_sync(target.by_rule), "rule"))
         outcome = await self.answers.ask(job, self._question(target))
         if isinstance(outcome, ModelAnswer):
-            return self._counted(FilledInput(outcome.value, "llm", outcome.model))
+            warnings = tuple(unsourced(target, outcome.value))
+            return self._counted(FilledInput(outcome.value, "llm", outcome.model, None, warnings))
         # An answer that broke the schema is an invalid input, not an invalid plan.
         reason = "invalid_input" if outcome.reason == "invalid_plan" else outcome.reason
         why = f"{reason}: {outcome.detail}"
@@ -226,13 +235,26 @@ class Specializer:
             specialize_messages(step.required_arm, schema, target.brief, step, target.earlier),
             read,
             specialize_repair,
-            answer_schema=AnswerSchema(_answer_schema_name(step.required_arm), schema),
+            answer_schema=AnswerSchema(
+                _answer_schema_name(step.required_arm), decoding_schema(schema)
+            ),
             light=True,
         )
 
     def _counted(self, filled: FilledInput) -> FilledInput:
         self.metrics.child(self.metrics.specializations, filled.source).inc()
         return filled
+
+
+def unsourced(target: StepToFill, value: dict[str, Any]) -> list[PlanNote]:
+    """The recipient-like values of a model's input for `target` that nothing the caller gave
+    holds: its goal, constraints, context, worked examples and reports, the earlier steps."""
+    brief = target.brief
+    given = [brief.goal or "", *brief.constraints, *texts_of(dict(brief.context)), *brief.given]
+    given += [text for item in target.earlier for text in texts_of(item.input)]
+    tool = target.tool_schema
+    schema = input_schema(target.step.required_arm) if tool is None else tool.schema
+    return unsourced_values(target.step.step, value, schema, Sources.of(given))
 
 
 # The keys a model wraps an input in.

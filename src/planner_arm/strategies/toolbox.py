@@ -1,7 +1,7 @@
 """What a planner plans over: the configured arms, or the tools a request brings.
 
 A `Toolbox` is everything that depends on the set of arms: the rules (the agents or the tools
-profile), the resolver that reads arm names, the rule-based planner, the system prompt and the
+profile), the resolver that reads arm names, the rule-based planner, the opening (prompt) and the
 answer's schema. `Toolboxes` builds the configured one once and one per tool set a request
 brings, kept by content (a repeated tool set costs nothing). Past `planning.tool_shortlist`
 tools, the prompt lists only the tools relevant to the request; the resolver still knows them
@@ -40,13 +40,9 @@ from planner_arm.plan.tool_index import ExampleIndex
 from planner_arm.plan.validation import PlanRules, profile_of
 from planner_arm.plan.weighed import BuildLane, Lazy, SharedWork, ToolMemo, deep_size
 from planner_arm.rules.planner import RuleBasedPlanner
+from planner_arm.strategies.answer_schemas import plan_json_schema, tools_json_schema
 from planner_arm.strategies.kept_tool_sets import KeptToolSets
-from planner_arm.strategies.prompts import (
-    plan_json_schema,
-    system_prompt,
-    tools_json_schema,
-    tools_system_prompt,
-)
+from planner_arm.strategies.prompts import Opening, plan_opening, tools_opening
 
 # What a caller that found every build slot of its own taken is told to wait before a retry.
 BUSY_RETRY_SECONDS = 1.0
@@ -58,7 +54,7 @@ class Toolbox:
     resolver: ArmResolver
     rules: PlanRules
     rule_based: RuleBasedPlanner
-    prompt: Lazy[str]
+    prompt: Lazy[Opening]
     shortlist_size: int
     examples: ExampleIndex
     example_count: int = 0
@@ -67,8 +63,8 @@ class Toolbox:
     base_weight: int = 0
 
     @property
-    def system_prompt(self) -> str:
-        """The system prompt listing every arm."""
+    def opening(self) -> Opening:
+        """The opening of a conversation listing every arm."""
         return self.prompt.get()
 
     @property
@@ -121,11 +117,11 @@ class Toolbox:
         kept = set(index.shortlist(text, self.shortlist_size))
         return tuple(arm for arm in self.arms if arm.id in kept)
 
-    def prompt_for(self, listed: tuple[ArmSpec, ...]) -> str:
-        """The system prompt listing `listed` (the one built once when it is every arm)."""
+    def prompt_for(self, listed: tuple[ArmSpec, ...]) -> Opening:
+        """The opening listing `listed` (the one built once when it is every arm)."""
         if listed == self.arms:
-            return self.system_prompt
-        return tools_system_prompt(listed, self.rules.min_steps, self.rules.max_steps)
+            return self.opening
+        return tools_opening(listed, self.rules.min_steps, self.rules.max_steps)
 
     def answer_schema(self, listed: tuple[ArmSpec, ...]) -> AnswerSchema:
         """The answer's schema: a tool plan's, its tools those listed; else a plan's."""
@@ -138,7 +134,7 @@ class Toolbox:
         """The toolbox as every request uses it when it lists every arm and shows no worked
         example (the agents' plans): built once."""
         schema = AnswerSchema("plan", plan_json_schema(self.resolver.arm_ids))
-        return RequestToolbox(self, (), schema, self.system_prompt)
+        return RequestToolbox(self, (), schema, self.opening)
 
     def resolved(self, request: PlanRequest) -> RequestToolbox:
         """What `request` plans with: the prompt listing the arms relevant to it, the worked
@@ -155,18 +151,18 @@ class Toolbox:
 @dataclass(frozen=True)
 class RequestToolbox:
     """A toolbox as one request uses it: its rules, resolver and rule-based planner, the
-    system prompt listing the arms relevant to the request, the worked examples shown with
-    it, and the answer's schema."""
+    opening listing the arms relevant to the request, the worked examples shown with it, and
+    the answer's schema."""
 
     box: Toolbox
     worked: tuple[WorkedExample, ...]
     answer_schema: AnswerSchema
-    # The system prompt as this request has it; None: the toolbox's own, built when first used.
-    listed_prompt: str | None = None
+    # The opening as this request has it; None: the toolbox's own, built when first used.
+    listed_prompt: Opening | None = None
 
     @property
-    def system_prompt(self) -> str:
-        return self.listed_prompt if self.listed_prompt is not None else self.box.system_prompt
+    def opening(self) -> Opening:
+        return self.listed_prompt if self.listed_prompt is not None else self.box.opening
 
     @property
     def rules(self) -> PlanRules:
@@ -207,9 +203,9 @@ def build_toolbox(
                 "require_validation_step": False,
             }
         )
-        prompt = functools.partial(tools_system_prompt, arms, rules.min_steps, rules.max_steps)
+        prompt = functools.partial(tools_opening, arms, rules.min_steps, rules.max_steps)
     else:
-        prompt = functools.partial(system_prompt, arms, planning)
+        prompt = functools.partial(plan_opening, arms, planning)
     box = Toolbox(
         arms=tuple(arms),
         resolver=resolver,
