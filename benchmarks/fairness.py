@@ -1,10 +1,10 @@
 """One tenant must not evict another's records nor starve it of the model, measured.
 
-    .venv/bin/python benchmarks/fairness.py [--scenario store|slots|circuit|all]
+    .venv/bin/python benchmarks/fairness.py [--scenario store|slots|greedy|circuit|cuts|hang|all]
 
 Starts the stub model (tests/support/stub_model.py, in this process, on loopback) and the
-service (`python -m planner_arm serve`, memory store, three API keys: tenants a, b and c) on
-free ports, once per scenario:
+service (`python -m planner_arm serve`, memory store, an API key for each of the tenants a to
+i) on free ports, once per scenario:
 
 - store: the store's bound made small (`store.max_bytes` 1 MiB of each kind, each tenant's
   cap of plan bytes two thirds of it). Tenant c stores 10 plans and makes 10 keyed requests;
@@ -14,10 +14,21 @@ free ports, once per scenario:
 - slots: a slow model (every call 1.5 s), 24 call slots. Tenant a sends at its allowed rate
   (20 a second) for 12 s; tenant b sends one request every 0.5 s. Prints b's answers by
   source and `saturated` fallbacks, and a's.
+- greedy: a slow model (every call 4 s), the default 64 call slots and 8 reserved. Tenants a
+  and b flood together: every 4 s each sends its whole burst (40 requests) at once, for 12 s;
+  tenant c, well within its share, sends one request a second. Prints each tenant's answers
+  by source; c must never get `saturated`.
 - circuit: the model is slow (3 s) for tenant a's prompts only, the deadline 2 s; a sends 8
   requests, each cut off by the deadline, then b sends 10. Prints b's answers by source and
   the model's circuit as /health shows it.
+- cuts: the same slow prompts, from six tenants (d to i) at once, 3 requests each, every
+  call cut off by its deadline; then b sends 10. b must get the model's plans, the circuit
+  must stay closed.
+- hang: the model hangs for everyone, the deadline 2 s. Tenant a sends one request; prints
+  how long after its answer the circuit opens (the hang check finds it), then how long b's
+  request takes.
 
+Each figure is printed beside its target with PASS or MISS; the exit status is 1 on any MISS.
 Every figure comes from the service's answers over HTTP. To measure another version of the
 service, run this script with `PYTHONPATH` pointing at its `src`.
 """
@@ -41,10 +52,18 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from support.stub_model import Reply, StubLLM  # noqa: E402 - the tests' stub, by path
+from support.stub_model import Hang, Reply, StubLLM  # noqa: E402 - the tests' stub, by path
 
 HOST = "127.0.0.1"
-KEYS = {"a": "a:key-a-0123456789", "b": "b:key-b-0123456789", "c": "c:key-c-0123456789"}
+KEYS = {tenant: f"{tenant}:key-{tenant}-0123456789" for tenant in "abcdefghi"}
+MISSED: list[str] = []
+
+
+def verdict(name: str, figure: str, target: str, passed: bool) -> None:
+    """Print a figure beside its target; a missed one makes the exit status 1."""
+    print(f"  {'PASS' if passed else 'MISS'}  {name}: {figure} (target {target})")
+    if not passed:
+        MISSED.append(name)
 
 
 def free_port() -> int:
@@ -165,6 +184,46 @@ async def slots_scenario(base: str, seconds: float) -> None:
         saturated, total = counted["fallback: saturated"], sum(counted.values())
         print(f"tenant {tenant}: {dict(sorted(counted.items()))}; saturated {saturated} of {total}")
     print(f"circuits: {health['circuits']}")
+    b_saturated = results["b"]["fallback: saturated"]
+    verdict(
+        "tenant b saturated", f"{b_saturated} of {sum(results['b'].values())}", "0", not b_saturated
+    )
+
+
+async def greedy_scenario(base: str, seconds: float, period: float) -> None:
+    results: dict[str, Counter[str]] = {tenant: Counter() for tenant in "abc"}
+    started = time.monotonic()
+
+    async def one(client: httpx.AsyncClient, tenant: str, n: int) -> None:
+        body = {"goal": f"Summarise incident report {n} for tenant {tenant}"}
+        answer = await client.post("/plan", json=body, headers=headers(tenant))
+        results[tenant][
+            source(answer.json()) if answer.status_code == 200 else str(answer.status_code)
+        ] += 1
+
+    async def bursting(client: httpx.AsyncClient, tenant: str) -> None:
+        tasks = []
+        for burst in range(int(seconds / period)):
+            await asyncio.sleep(max(0.0, started + burst * period - time.monotonic()))
+            tasks += [asyncio.create_task(one(client, tenant, burst * 100 + n)) for n in range(40)]
+        await asyncio.gather(*tasks)
+
+    async def steady(client: httpx.AsyncClient, tenant: str) -> None:
+        tasks = []
+        for n in range(int(seconds)):
+            await asyncio.sleep(max(0.0, started + 0.5 + n - time.monotonic()))
+            tasks.append(asyncio.create_task(one(client, tenant, n)))
+        await asyncio.gather(*tasks)
+
+    limits = httpx.Limits(max_connections=200)
+    async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits) as client:
+        await asyncio.gather(bursting(client, "a"), bursting(client, "b"), steady(client, "c"))
+    for tenant, counted in results.items():
+        print(f"tenant {tenant}: {dict(sorted(counted.items()))}")
+    c_saturated = results["c"]["fallback: saturated"]
+    verdict(
+        "tenant c saturated", f"{c_saturated} of {sum(results['c'].values())}", "0", not c_saturated
+    )
 
 
 async def circuit_scenario(base: str) -> None:
@@ -181,38 +240,138 @@ async def circuit_scenario(base: str) -> None:
     print(f"tenant a (each call cut off by its 2 s deadline): {dict(slow)}")
     print(f"tenant b afterwards: {dict(other)}")
     print(f"circuits: {health['circuits']}")
+    verdict("tenant b from the model", f"{other['llm']} of 10", "10", other["llm"] == 10)
+
+
+async def cuts_scenario(base: str) -> None:
+    async def slow(client: httpx.AsyncClient, tenant: str, n: int) -> str:
+        body = {"goal": f"Compile the quarterly report {n} for the slow tenant {tenant}"}
+        return source((await client.post("/plan", json=body, headers=headers(tenant))).json())
+
+    limits = httpx.Limits(max_connections=100)
+    async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits) as client:
+        cut = Counter(
+            await asyncio.gather(
+                *(slow(client, tenant, n) for tenant in "defghi" for n in range(3))
+            )
+        )
+        other: Counter[str] = Counter()
+        for n in range(10):
+            body = {"goal": f"Rotate the credentials of service {n}"}
+            other[source((await client.post("/plan", json=body, headers=headers("b"))).json())] += 1
+        health = (await client.get("/health")).json()
+        metrics = (await client.get("/metrics")).text
+    counted = "planner_llm_hang_checks_total"
+    checks = [line for line in metrics.splitlines() if line.startswith(counted)]
+    print(f"tenants d to i (each call cut off by its 2 s deadline): {dict(cut)}")
+    print(f"hang checks: {checks}")
+    print(f"tenant b afterwards: {dict(other)}")
+    verdict("tenant b from the model", f"{other['llm']} of 10", "10", other["llm"] == 10)
+    circuit = health["circuits"]
+    verdict("the circuit", str(circuit), "closed", set(circuit.values()) == {"closed"})
+
+
+async def hang_scenario(base: str, deadline: float) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+        body = {"goal": "Compile the quarterly report for tenant a"}
+        first = source((await client.post("/plan", json=body, headers=headers("a"))).json())
+        answered = time.monotonic()
+        while set((await client.get("/health")).json()["circuits"].values()) != {"open"}:
+            if time.monotonic() - answered > 10 * deadline:
+                break
+            await asyncio.sleep(0.05)
+        opened = time.monotonic() - answered
+        asked = time.monotonic()
+        body = {"goal": "Rotate the credentials of service b"}
+        then = source((await client.post("/plan", json=body, headers=headers("b"))).json())
+        took = time.monotonic() - asked
+    print(f"tenant a: {first}; tenant b afterwards: {then}")
+    verdict(
+        "the circuit opened after a's answer",
+        f"{opened:.2f} s",
+        f"<= {deadline + 1:.1f} s (the hang check's budget: the deadline)",
+        opened <= deadline + 1,
+    )
+    verdict("tenant b's answer", f"{took:.2f} s", "< 0.5 s (the model skipped)", took < 0.5)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenario", choices=["store", "slots", "circuit", "all"], default="all")
+    parser.add_argument("--scenario", choices=[*SCENARIOS, "all"], default="all")
     parser.add_argument("--flood", type=int, default=300, help="requests of each flooding tenant")
-    parser.add_argument("--seconds", type=float, default=12.0, help="the slots scenario's length")
+    parser.add_argument("--seconds", type=float, default=12.0, help="the slot scenarios' length")
     args = parser.parse_args()
-    chosen = ["store", "slots", "circuit"] if args.scenario == "all" else [args.scenario]
+    chosen = SCENARIOS if args.scenario == "all" else [args.scenario]
     with StubLLM(Reply(), record=False) as stub:
-        if "store" in chosen:
-            print("== store: two tenants flood, the third's records are checked")
-            env = {
-                "PLANNER_STORE__MAX_BYTES": str(1024 * 1024),
-                "PLANNER_TENANTS__MAX_PLAN_BYTES": str(700 * 1024),
-                "PLANNER_CACHE__ENABLED": "false",
-            }
-            with service(stub, env) as base:
-                asyncio.run(store_scenario(base, args.flood))
-        if "slots" in chosen:
-            print("== slots: a slow model (1.5 s a call), 24 call slots")
-            stub.default = Reply(delay=1.5)
-            env = {"TIMEOUT_SECONDS": "5", "PLANNER_CONNECTION__MAX_IN_FLIGHT": "24"}
-            with service(stub, env) as base:
-                asyncio.run(slots_scenario(base, args.seconds))
-        if "circuit" in chosen:
-            print("== circuit: the model is slow (3 s) for tenant a's prompts, deadline 2 s")
-            stub.default = Reply()
-            slow = Reply(delay=3.0)
-            stub.choose = lambda body: slow if "slow tenant" in str(body) else None
-            with service(stub, {"TIMEOUT_SECONDS": "2"}) as base:
-                asyncio.run(circuit_scenario(base))
+        for scenario in chosen:
+            stub.default, stub.choose = Reply(), None
+            SCENARIOS[scenario](stub, args)
+    if MISSED:
+        print(f"missed: {', '.join(MISSED)}")
+        sys.exit(1)
+
+
+def run_store(stub: StubLLM, args: argparse.Namespace) -> None:
+    print("== store: two tenants flood, the third's records are checked")
+    env = {
+        "PLANNER_STORE__MAX_BYTES": str(1024 * 1024),
+        "PLANNER_TENANTS__MAX_PLAN_BYTES": str(700 * 1024),
+        "PLANNER_CACHE__ENABLED": "false",
+    }
+    with service(stub, env) as base:
+        asyncio.run(store_scenario(base, args.flood))
+
+
+def run_slots(stub: StubLLM, args: argparse.Namespace) -> None:
+    print("== slots: a slow model (1.5 s a call), 24 call slots")
+    stub.default = Reply(delay=1.5)
+    env = {"TIMEOUT_SECONDS": "5", "PLANNER_CONNECTION__MAX_IN_FLIGHT": "24"}
+    with service(stub, env) as base:
+        asyncio.run(slots_scenario(base, args.seconds))
+
+
+def run_greedy(stub: StubLLM, args: argparse.Namespace) -> None:
+    period = 4.0
+    print(f"== greedy: a slow model ({period:g} s a call), 64 call slots, 8 reserved")
+    stub.default = Reply(delay=period)
+    with service(stub, {"TIMEOUT_SECONDS": "8"}) as base:
+        asyncio.run(greedy_scenario(base, args.seconds, period))
+
+
+def answer_slow_prompts(stub: StubLLM) -> None:
+    slow = Reply(delay=3.0)
+    stub.choose = lambda body: slow if "slow tenant" in str(body) else None
+
+
+def run_circuit(stub: StubLLM, args: argparse.Namespace) -> None:
+    print("== circuit: the model is slow (3 s) for tenant a's prompts, deadline 2 s")
+    answer_slow_prompts(stub)
+    with service(stub, {"TIMEOUT_SECONDS": "2"}) as base:
+        asyncio.run(circuit_scenario(base))
+
+
+def run_cuts(stub: StubLLM, args: argparse.Namespace) -> None:
+    print("== cuts: the model is slow (3 s) for six tenants' prompts, deadline 2 s")
+    answer_slow_prompts(stub)
+    with service(stub, {"TIMEOUT_SECONDS": "2"}) as base:
+        asyncio.run(cuts_scenario(base))
+
+
+def run_hang(stub: StubLLM, args: argparse.Namespace) -> None:
+    print("== hang: the model hangs for everyone, deadline 2 s")
+    stub.default = Hang()
+    with service(stub, {"TIMEOUT_SECONDS": "2"}) as base:
+        asyncio.run(hang_scenario(base, 2.0))
+
+
+SCENARIOS = {
+    "store": run_store,
+    "slots": run_slots,
+    "greedy": run_greedy,
+    "circuit": run_circuit,
+    "cuts": run_cuts,
+    "hang": run_hang,
+}
 
 
 if __name__ == "__main__":

@@ -132,3 +132,17 @@ def test_breakers_report_degraded_per_model(fake_clock: FakeClock) -> None:
     breakers["b"].record_failure()
     assert breakers.degraded
     assert breakers.states() == {"a": "closed", "b": "open"}
+
+
+def test_a_failed_check_opens_the_circuit_at_once_for_the_cooldown(fake_clock: FakeClock) -> None:
+    c, changes = circuit(fake_clock, consecutive_failures=5, cooldown_seconds=30)
+    c.record_success()
+    c.trip()  # one failure, where five in a row open it
+    assert c.state is CircuitState.OPEN
+    fake_clock.time += 30
+    assert c.state is CircuitState.HALF_OPEN
+    assert c.allow()
+    c.trip(retry_after=120)  # as long as the model asks, when longer than the cooldown
+    fake_clock.time += 119
+    assert c.state is CircuitState.OPEN
+    assert changes == ["m:open", "m:half_open", "m:open"]

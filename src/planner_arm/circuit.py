@@ -4,7 +4,7 @@ skipped for a cooldown, and one probe call after it decides whether it is back.
 Without it every request to a dead dependency waits out its timeouts; with it, requests go
 straight to what comes next (the next model, the fallback, an answer without the store).
 
-    closed --(N failures in a row, or failure rate over the window)--> open
+    closed --(N failures in a row, or failure rate over the window; or a failed check)--> open
     open --(cooldown passed; one probe allowed)--> half_open
     half_open --(probe succeeds)--> closed;  --(probe fails)--> open
 """
@@ -93,6 +93,13 @@ class Circuit:
         self._note(ok=False)
         if self._state is CircuitState.HALF_OPEN or self._should_open():
             self._open(retry_after)
+
+    def trip(self, retry_after: float | None = None) -> None:
+        """A check of the dependency's own, which no caller's request shaped, got no answer:
+        it is out now, as a failed probe after the cooldown says, whatever the counts."""
+        self._probe_in_flight = False
+        self._note(ok=False)
+        self._open(retry_after)
 
     def release(self) -> None:
         """A call ended with no verdict on the model (cancelled): free the probe slot."""

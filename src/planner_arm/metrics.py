@@ -106,6 +106,12 @@ class PlannerMetrics:
             "planner_llm_circuit_opened", "Times a model's circuit opened.", "model"
         )
         self.llm_in_flight = Gauge("planner_llm_in_flight", "LLM calls under way now.", registry=r)
+        self.hang_checks = counter(
+            "planner_llm_hang_checks",
+            "The guard's own one-line calls to a model whose calls the deadline cut, by outcome.",
+            "model",
+            "outcome",
+        )
         self.tool_sets_kept = Gauge(
             "planner_tool_sets_kept", "Tool sets of requests kept built.", registry=r
         )

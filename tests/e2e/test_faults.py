@@ -187,7 +187,7 @@ def test_a_hanging_model_opens_its_circuit_and_later_requests_skip_it(
     stub: StubLLM, serve: Serve
 ) -> None:
     # No API keys: one principal, so a call its deadline cut off is a verdict on the model
-    # (with keys it takes two principals' cut calls; tests/llm/test_guarded.py).
+    # (with keys the hang check decides; the next test).
     url = serve(PLANNER_CIRCUIT__CONSECUTIVE_FAILURES="2", PLANNER_CIRCUIT__COOLDOWN_SECONDS="60")
     stub.default = Hang()
     fresh: dict[str, Any] = {"options": {"use_cache": False}}
@@ -207,6 +207,38 @@ def test_a_hanging_model_opens_its_circuit_and_later_requests_skip_it(
     assert health["circuits"] == {MODEL: "open"}
     assert f'planner_llm_calls_total{{model="{MODEL}",outcome="timeout"}} 2.0' in metrics
     assert f'planner_llm_circuit_state{{model="{MODEL}"}} 2.0' in metrics
+
+
+def test_with_api_keys_a_hanging_model_opens_its_circuit_by_the_hang_check(
+    stub: StubLLM, serve: Serve
+) -> None:
+    keys = {"a": "key-a-0123456789", "b": "key-b-0123456789"}
+    url = serve(
+        warm=False,
+        PLANNER_API_KEYS=",".join(f"{tenant}:{key}" for tenant, key in keys.items()),
+        PLANNER_CIRCUIT__COOLDOWN_SECONDS="60",
+    )
+    stub.default = Hang()
+    fresh: dict[str, Any] = {"options": {"use_cache": False}}
+    with httpx.Client(base_url=url, timeout=10) as client:
+        # One call, cut by its request's deadline: no verdict, but the model answered nobody
+        # meanwhile, so the guard asks it a question of its own, which it leaves unanswered.
+        a = {"X-API-Key": keys["a"]}
+        body, elapsed = timed_plan(client, "Deploy the billing service", headers=a, **fresh)
+        assert body["metadata"]["source"] == "fallback"
+        assert elapsed < TIMEOUT + MARGIN
+        cut = time.monotonic()
+        while client.get("/health").json()["circuits"] != {MODEL: "open"}:
+            # The check's budget is the model's own, at most a request's deadline.
+            assert time.monotonic() - cut < TIMEOUT + MARGIN, "the circuit never opened"
+        b = {"X-API-Key": keys["b"]}
+        skipped, elapsed = timed_plan(client, "Review the privacy policy", headers=b, **fresh)
+        metrics = client.get("/metrics").text
+    assert skipped["metadata"]["source"] == "fallback"
+    assert elapsed < TIMEOUT / 3  # no waiting on a model known to hang
+    assert stub.calls == 2  # the cut call and the check
+    assert f'planner_llm_calls_total{{model="{MODEL}",outcome="deadline"}} 1.0' in metrics
+    assert f'planner_llm_hang_checks_total{{model="{MODEL}",outcome="timeout"}} 1.0' in metrics
 
 
 def test_a_hanging_model_leaves_time_for_the_next_one(stub: StubLLM, serve: Serve) -> None:

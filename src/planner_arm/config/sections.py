@@ -185,8 +185,10 @@ class ConnectionSettings(Section):
     # then the fallback answers instead of a queue that grows without end.
     queue_timeout_seconds: float = Field(1.0, ge=0, le=60)
     # The slots are shared fairly among the principals that want them; a principal may take
-    # idle slots past its share, but never these last ones, so another principal finds a
-    # free slot at once. Applied with API keys configured; at most max_in_flight - 1.
+    # idle slots past its share, but these last ones only with none under way, or below its
+    # share and holding no more calls than slots are free: however many principals flood,
+    # another finds a free slot at once. Applied with API keys configured; at most
+    # max_in_flight - 1.
     reserved_slots: int = Field(8, ge=0, le=10_000)
 
 

@@ -241,6 +241,11 @@ class ModelChain:
         except TimeoutError:
             return run.settle(ModelFailure("deadline", "the request deadline passed", []))
 
+    async def aclose(self) -> None:
+        """Stop what the guard runs of its own (the hang checks): the process is closing."""
+        if self.llm is not None:
+            await self.llm.aclose()
+
     def models_after(self, index: int) -> int:
         """How many later models of the chain could still be asked (circuit not open)."""
         llm = self.llm

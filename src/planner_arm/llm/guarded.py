@@ -1,27 +1,31 @@
 """One guarded model call: the model's circuit, the call slots shared fairly among principals
 (`FairSlots`), the metrics and the bill. The attempt loop decides what to call and for how
 long; this decides whether it may, now, and what a failed call says of its model: a call that
-ran out its own time budget counts against it, one the request's deadline cut short does not
-(the deadline is the caller's, and one caller's slow requests must not close the model for
-all).
+ran out its own time budget counts against it, one the request's deadline cut short does not,
+however many callers' calls are cut (the deadline is the caller's, and callers' slow requests
+must not close the model for all). A model that hangs for everyone is found by the hang check:
+when a cut call waited on a model that answered nobody meanwhile, the guard asks the model a
+one-line question of its own, with the model's own budget, and no answer opens its circuit.
 
 A circuit breaker per model (`planner_arm.circuit`): after repeated failures the model is
 skipped for a cooldown, so requests go straight to the next model or the fallback rather than
 each waiting out its timeouts.
 
 The call slots of the process: at most `capacity` calls are under way at once. Free slots
-beyond the last `reserved` go to whoever asks; those last ones go only to a principal with no
-call under way, or to one below its fair share (the slots divided among the principals with
-calls under way or waiting) while others want slots too. So a principal alone may use all but
-the reserve, and one that comes along finds a free slot at once. When a slot frees, the waiter
-whose principal has the fewest calls under way gets it (the first to come among equals). An
-owner is any hashable id (the principal's); llm/ knows nothing of principals beyond it.
+beyond the last `reserved` go to whoever asks; those last ones go to a principal with no call
+under way, or to one below its fair share (the slots divided among the principals with calls
+under way or waiting, while others want slots too) that holds no more calls than slots are
+free. So a principal alone may use all but the reserve; principals that filled the idle slots,
+however many, never take the reserve; one that comes along finds a free slot at once. When a
+slot frees, the waiter whose principal has the fewest calls under way gets it (the first to
+come among equals). An owner is any hashable id (the principal's); llm/ knows nothing of
+principals beyond it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import math
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -103,6 +107,11 @@ class FairSlots:
         held = self.held(owner)
         if held == 0:
             return True  # the reserve is for a principal with no call under way
+        if held > free:
+            # It would take more than half of what is left: a principal that filled the idle
+            # slots never gets here, and however many such principals there are, the reserve
+            # lasts for the ones that come along.
+            return False
         # Else only a principal below its fair share, while others want slots too.
         active = set(self._held) | {waiter.owner for waiter in self._waiting} | {owner}
         return len(active) > 1 and held < self.capacity // len(active)
@@ -191,39 +200,10 @@ def _gauge_reading(circuit: Circuit) -> Callable[[], float]:
     return lambda: _CIRCUIT_GAUGE[circuit.state]
 
 
-class DeadlineCuts:
-    """Calls cut short by their request's deadline, per model, and whether one is a verdict on
-    the model. While the cut calls of the circuit's window are one principal's, they are that
-    principal's slow requests (a long prompt, a long answer): no verdict, so they cannot close
-    the model for the others. Once another principal's call is cut too, the model is slow for
-    more than one caller and the cut counts as a timeout. With one principal only (no API keys)
-    every cut counts: there is nobody else to protect, and a hanging model must still open its
-    circuit."""
-
-    def __init__(self, window_seconds: float, clock: Clock, *, principals: bool) -> None:
-        self._window = window_seconds
-        self._clock = clock
-        self._principals = principals
-        self._cuts: dict[str, deque[tuple[float, Hashable]]] = {}
-
-    def is_verdict(self, model: str, owner: Hashable) -> bool:
-        """Note a cut call of `owner` to `model`; True when it counts against the model."""
-        if not self._principals:
-            return True
-        now = self._clock.now()
-        cuts = self._cuts.setdefault(model, deque())
-        while cuts and cuts[0][0] < now - self._window:
-            cuts.popleft()
-        others = any(cut_owner != owner for _, cut_owner in cuts)
-        cuts.append((now, owner))
-        # One entry per owner is enough to know whether another was cut: bounded by owners.
-        if len(cuts) > _MAX_CUTS_KEPT:
-            cuts.popleft()
-        return others
-
-
-# The cut calls remembered per model: enough to see a second principal among them.
-_MAX_CUTS_KEPT = 256
+# The hang check's question: a one-line answer, as JSON for a server that is asked for JSON.
+HANG_CHECK: list[Message] = [
+    {"role": "user", "content": 'Answer with the JSON object {"ok": true} and nothing else.'}
+]
 
 
 class GuardedLLM:
@@ -253,8 +233,16 @@ class GuardedLLM:
         # The last failure of each model: why its circuit opened, once it has.
         self._failures: dict[str, FailureSeen] = {}
         self._last_failure: FailureSeen | None = None
-        self._cuts = DeadlineCuts(
-            settings.circuit.window_seconds, clock, principals=settings.auth.enabled
+        # Without API keys every caller is the one principal, and a call its deadline cut
+        # counts against the model: there is nobody else to protect.
+        self._cuts_count = not settings.auth.enabled
+        # When each model last answered a call (any answer: it is up), and its hang check
+        # under way, if any. The check gets the model's own budget, at most a request's
+        # deadline: a one-line answer that takes longer serves no request.
+        self._answered_at: dict[str, float] = {}
+        self._checks: dict[str, asyncio.Task[None]] = {}
+        self._check_seconds = min(
+            settings.model.call_timeout_seconds, settings.planning.timeout_seconds
         )
 
     def _circuit_changed(self, model: str, state: CircuitState) -> None:
@@ -325,6 +313,7 @@ class GuardedLLM:
         owner = usage.owner
         if not circuit.allow():
             raise CallSkipped("circuit_open")
+        probing = circuit.state is not CircuitState.CLOSED  # this call is the circuit's probe
         ends_at = self._clock.now() + seconds
         if not await self._take_slot(owner, deadline, min_call_seconds, seconds):
             circuit.release()
@@ -341,20 +330,17 @@ class GuardedLLM:
                 model, messages, timeout=timeout, sink=sink, answer_schema=answer_schema
             )
         except LLMError as error:
-            cut = error.code == "timeout" and not own_budget
-            self._judge(circuit, error, cut and not self._cuts.is_verdict(model, owner), started)
+            if error.code == "timeout" and not own_budget:
+                self._cut(circuit, started, error.detail, probing=probing)
+            else:
+                self._judge(circuit, error, started)
             raise
         except asyncio.CancelledError:
+            took = self._clock.now() - started
             if deadline.remaining() < min_call_seconds:
-                # The request's deadline cut the call: a verdict only as `DeadlineCuts` says.
-                took = self._clock.now() - started
-                if self._cuts.is_verdict(model, owner):
-                    self._metrics.record_llm_call(model, "timeout", took)
-                    self._failed(model, "timeout", f"no answer within {took:.2f}s")
-                    circuit.record_failure()
-                    raise
-                self._metrics.record_llm_call(model, "deadline", took)
-            circuit.release()  # the caller's deadline, or its caller left: no verdict
+                self._cut(circuit, started, f"no answer within {took:.2f}s", probing=probing)
+            else:
+                circuit.release()  # its caller went away: no verdict
             raise
         except BaseException:
             circuit.release()
@@ -362,25 +348,91 @@ class GuardedLLM:
         finally:
             self._slots.release(owner)
             self._metrics.llm_in_flight.dec()
-        circuit.record_success()
+        self._answered(circuit)
         self._account(model, completion, usage)
         return completion
 
-    def _judge(self, circuit: Circuit, error: LLMError, callers_own: bool, started: float) -> None:
-        """What a failed call says of its model. `callers_own`: a timeout the caller's deadline
-        made, no verdict on the model (see `DeadlineCuts`)."""
-        took = self._clock.now() - started
-        if callers_own:
-            self._metrics.record_llm_call(circuit.name, "deadline", took)
-            circuit.release()
-            return
-        self._metrics.record_llm_call(circuit.name, error.code, took)
+    def _answered(self, circuit: Circuit) -> None:
+        """The model answered a call (whether or not the answer was of use): it is up."""
+        self._answered_at[circuit.name] = self._clock.now()
+        circuit.record_success()
+
+    def _judge(self, circuit: Circuit, error: LLMError, started: float) -> None:
+        """What a failed call, which the request's deadline did not cut, says of its model."""
+        self._metrics.record_llm_call(circuit.name, error.code, self._clock.now() - started)
         if counts_against_model(error):
             self._failed(circuit.name, error.code, error.detail)
             retry_after = error.retry_after if isinstance(error, LLMRateLimited) else None
             circuit.record_failure(retry_after)
         else:
-            circuit.record_success()  # it answered; this request was the problem
+            self._answered(circuit)  # it answered; this request was the problem
+
+    def _cut(self, circuit: Circuit, started: float, detail: str, *, probing: bool) -> None:
+        """A call the request's deadline cut short. The deadline is the caller's, and a caller
+        can make its requests as slow as it likes (a long goal, a large tool set, a
+        hierarchical plan's many calls), whoever and however many the callers are: the cut is
+        no verdict on the model. But when the model answered nobody while the call waited, it
+        may hang for everyone: the hang check asks it (`_check`), and holds the circuit's
+        probe while it does when the cut call held it. Without API keys every cut counts."""
+        model = circuit.name
+        took = self._clock.now() - started
+        if self._cuts_count:
+            self._metrics.record_llm_call(model, "timeout", took)
+            self._failed(model, "timeout", detail)
+            circuit.record_failure()
+            return
+        self._metrics.record_llm_call(model, "deadline", took)
+        silent = self._answered_at.get(model, -math.inf) < started
+        if not (silent and self._start_check(circuit, probing=probing)):
+            circuit.release()
+
+    def _start_check(self, circuit: Circuit, *, probing: bool) -> bool:
+        """Start the hang check of `circuit`'s model; False when one is under way already."""
+        if circuit.name in self._checks or not self._settings.circuit.enabled:
+            return False
+        check = asyncio.create_task(self._check(circuit, probing=probing))
+        self._checks[circuit.name] = check
+        check.add_done_callback(lambda _: self._checks.pop(circuit.name, None))
+        return True
+
+    async def _check(self, circuit: Circuit, *, probing: bool) -> None:
+        """Ask the model the hang check's question: a one-line answer that no caller's request
+        shaped, with the model's own budget. No answer (or an error of the model's) opens its
+        circuit, as a failed probe after the cooldown does; an answer says it is up, and that
+        the cut calls were their callers' affair."""
+        model = circuit.name
+        try:
+            await self._llm.complete(model, HANG_CHECK, timeout=self._check_seconds)
+        except LLMError as error:
+            self._metrics.hang_checks.labels(model, error.code).inc()
+            if counts_against_model(error):
+                self._failed(model, error.code, f"hang check: {error.detail}")
+                if probing or circuit.state is not CircuitState.OPEN:
+                    retry_after = error.retry_after if isinstance(error, LLMRateLimited) else None
+                    circuit.trip(retry_after)
+                return
+        except asyncio.CancelledError:
+            if probing:
+                circuit.release()
+            raise
+        else:
+            self._metrics.hang_checks.labels(model, "answered").inc()
+        self._answered_at[model] = self._clock.now()
+        # An open circuit, opened meanwhile by failed calls, waits for its own probe.
+        if probing or circuit.state is CircuitState.CLOSED:
+            circuit.record_success()
+
+    async def checks_ended(self) -> None:
+        """Wait until no hang check is under way (each ends within its budget)."""
+        while self._checks:
+            await asyncio.gather(*self._checks.values(), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Stop the hang checks under way: the process is closing."""
+        checks = list(self._checks.values())
+        for check in checks:
+            check.cancel()
+        await asyncio.gather(*checks, return_exceptions=True)
 
     def _price(self, model: str) -> Price | None:
         """The model's price where it is served, looked up once per model of the chain."""

@@ -91,6 +91,7 @@ class Runtime:
         if self.closed:
             return
         self.closed = True
+        await self.models.aclose()
         if self.llm is not None:
             await self.llm.aclose()
         await self.store.close()
