@@ -370,3 +370,21 @@ async def test_an_account_counts_what_its_records_hold_in_redis(
         counted = int(raw.get(f"planner-arm:total:plan:{owner.id}") or 0)
         assert counted / 1.25 <= held <= counted * 1.25, (emoji, held, counted)
     await store.close()
+
+
+async def test_an_account_whose_sum_was_lost_is_summed_afresh(
+    redis_url: str, fake_clock: FakeClock, raw: redis.Redis
+) -> None:
+    """A Redis under an evicting policy may drop the sum's key alone: the sizes are summed
+    again rather than counted from zero."""
+    store = capped_store(redis_url, fake_clock, plan_bytes=4_000)
+    record = {"response": {"text": "x" * 900}}  # about 1,300 bytes held: three fit, not four
+    for n in range(3):
+        await store.put_plan(OWNER, f"p-{n}", record)
+    raw.delete("planner-arm:total:plan:a")
+    with pytest.raises(TenantQuotaExceeded):
+        await store.put_plan(OWNER, "p-3", record)
+    raw.set("planner-arm:total:plan:a", -5_000)  # a sum gone wrong is summed again too
+    with pytest.raises(TenantQuotaExceeded):
+        await store.put_plan(OWNER, "p-3", record)
+    await store.close()
