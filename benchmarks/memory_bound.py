@@ -1,7 +1,7 @@
 """The memory store's bound, measured: the service's resident memory after N maximal requests.
 
     .venv/bin/python benchmarks/memory_bound.py [--requests 12000] [--concurrency 16]
-        [--env NAME=VALUE ...]
+        [--emoji] [--env NAME=VALUE ...]
 
 Starts the zero-latency stub model (tests/support/stub_model.py) and the service (`python -m
 planner_arm serve`, memory store, the built-in limits) on free loopback ports, then sends
@@ -11,7 +11,9 @@ it be), each with a new goal and its own Idempotency-Key, so every kind of recor
 plans, idempotency records and the plan cache. Prints the service's RSS as it
 goes and at the end, with the bytes of RSS per request, and the verdict against the
 Deployment's memory limit (k8s/deployment.yaml: 512 Mi) with a quarter of it kept free.
-`--env` passes settings to the service (`--env PLANNER_STORE__MAX_BYTES=...`).
+`--emoji` puts one emoji in each goal: the same bytes but three, so the same flood should
+take the same memory (a record kept as a Python `str` took four bytes for each of its
+characters then). `--env` passes settings to the service (`--env PLANNER_STORE__MAX_BYTES=...`).
 """
 
 from __future__ import annotations
@@ -51,9 +53,13 @@ def rss_mib(pid: int) -> float:
 
 
 def largest_body(
-    n: int, max_body: int = 64 * 1024, max_context: int = 32 * 1024
+    n: int, max_body: int = 64 * 1024, max_context: int = 32 * 1024, emoji: bool = False
 ) -> dict[str, object]:
-    goal = f"Request {n}: migrate the billing service to the new ledger " + "and verify it " * 600
+    mark = "\N{GRINNING FACE} " if emoji else ""
+    goal = (
+        f"{mark}Request {n}: migrate the billing service to the new ledger "
+        + "and verify it " * 600
+    )
     body: dict[str, object] = {
         "goal": goal[:8000],
         "constraints": [f"Constraint {c} of request {n}: " + "x" * 940 for c in range(24)],
@@ -74,7 +80,7 @@ def start(command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
-async def drive(base: str, pid: int, requests: int, concurrency: int) -> int:
+async def drive(base: str, pid: int, requests: int, concurrency: int, emoji: bool) -> int:
     """Sends the requests; returns how many were not answered 200."""
     sent = 0
     failures: Counter[str] = Counter()
@@ -91,7 +97,9 @@ async def drive(base: str, pid: int, requests: int, concurrency: int) -> int:
                 sent += 1
                 n = sent
             response = await client.post(
-                "/plan", json=largest_body(n), headers={"Idempotency-Key": f"bench-{n}"}
+                "/plan",
+                json=largest_body(n, emoji=emoji),
+                headers={"Idempotency-Key": f"bench-{n}"},
             )
             if response.status_code != 200:
                 failures[f"{response.status_code} {response.json().get('error')}"] += 1
@@ -111,6 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=12_000)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--emoji", action="store_true", help="one emoji in each request's goal")
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE for the service")
     args = parser.parse_args()
     extra = dict(item.split("=", 1) for item in args.env)
@@ -136,8 +145,9 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.05)
         before = rss_mib(service.pid)
-        print(f"idle RSS {before:.1f} MiB; {args.requests} requests of ~64 KiB each")
-        refused = asyncio.run(drive(base, service.pid, args.requests, args.concurrency))
+        text = ", one emoji in each" if args.emoji else ""
+        print(f"idle RSS {before:.1f} MiB; {args.requests} requests of ~64 KiB each{text}")
+        refused = asyncio.run(drive(base, service.pid, args.requests, args.concurrency, args.emoji))
         after = rss_mib(service.pid)
         per_request = (after - before) * 1024 / args.requests
         budget = LIMIT_MIB * (1 - HEADROOM)

@@ -21,6 +21,7 @@ import httpx
 import pytest
 import redis
 
+from planner_arm.store.redis_backend import key_id
 from support.invariants import assert_error_body, assert_valid_plan
 from support.redis_server import RedisServer
 from support.service import free_port, start_service, stop_services
@@ -122,7 +123,8 @@ def await_second_claim(monitor: Any, key: str, within: float) -> None:
 
     The first claim is a SET NX that succeeds; any later claimer's SET NX fails and it then
     GETs the key to see who holds it: that GET means the second request is in."""
-    name = f"{KEY_PREFIX}:idem:anonymous:{key}"  # no API keys: the one anonymous caller
+    # No API keys: the one anonymous caller; the key filed under its digest.
+    name = f"{KEY_PREFIX}:idempotency:anonymous:{key_id(key)}"
     give_up_at = time.monotonic() + within
     while time.monotonic() < give_up_at:
         command = monitor.next_command()["command"]

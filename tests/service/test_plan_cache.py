@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import tracemalloc
 
 import httpx
 import pytest
 import respx
 
 from planner_arm.config import load_settings
-from planner_arm.plan.schemas import PlanRequest
+from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.service.cache import (
     PlanCache,
     request_key,
     settings_fingerprint,
 )
+from planner_arm.store.memory import held_size
 from support.app import FakeClock, answer, good_plan, make_settings, running_app
 from support.factories import make_service
 from support.invariants import assert_valid_plan
@@ -43,19 +46,18 @@ def test_key_depends_on_model_and_configuration() -> None:
     assert key({"server": {"port": 9999}}) == key()  # where it listens changes no plan
 
 
-def test_entries_expire_and_the_least_recent_goes_first(fake_clock: FakeClock) -> None:
-    from planner_arm.plan.schemas import PlanResponse
-
+async def test_entries_expire_and_the_least_recent_goes_first(fake_clock: FakeClock) -> None:
+    service = make_service(fake_clock, llm=False)
+    plan = await service.plans.plan(PlanRequest(**GOAL), "r-1", use_cache=False)
     cache = PlanCache(ttl=300, max_entries=2, clock=fake_clock.as_clock())
-    plan = PlanResponse.model_construct()
     cache.keep("owner", "a", plan)
     cache.keep("owner", "b", plan)
-    assert cache.get("owner", "a") is plan  # a is now the most recent
+    assert cache.found("owner", "a") == plan  # a is now the most recent
     cache.keep("owner", "c", plan)
-    assert cache.get("owner", "b") is None
-    assert cache.get("owner", "a") is plan
+    assert cache.found("owner", "b") is None
+    assert cache.found("owner", "a") == plan
     fake_clock.time += 300
-    assert cache.get("owner", "a") is None
+    assert cache.found("owner", "a") is None
     assert len(cache) == 1
 
 
@@ -305,7 +307,30 @@ async def test_a_plan_weighs_its_utf8_bytes_in_the_cache(fake_clock: FakeClock) 
     assert "\N{ROCKET}" in text
     cache = PlanCache(ttl=300, max_entries=10, clock=fake_clock.as_clock(), max_bytes=1 << 20)
     cache.keep("owner", "k", response)
-    assert cache.held_bytes("owner") == len(text.encode()) > len(text)
+    assert cache.held_bytes("owner") == held_size("k", text.encode()) > len(text.encode())
+    assert cache.found("owner", "k") == response
+
+
+async def test_a_cached_plan_weighs_what_the_cache_holds(fake_clock: FakeClock) -> None:
+    """The cache kept the response object, about four times its JSON, and counted the JSON."""
+    service = make_service(fake_clock, llm=False)
+    texts = []
+    for n in range(50):
+        request = PlanRequest(goal=f"Migrate billing service {n} to the new ledger and report")
+        planned = await service.plans.plan(request, f"r-{n}", use_cache=False)
+        texts.append(planned.model_dump_json())
+    cache = PlanCache(ttl=300, max_entries=100, clock=fake_clock.as_clock(), max_bytes=1 << 30)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n, text in enumerate(texts):  # each plan made here, as planning makes it
+            cache.keep("owner", f"{n:064x}", PlanResponse.model_validate_json(text))
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert cache.bytes / 1.25 <= held <= cache.bytes * 1.25, (held, cache.bytes)
 
 
 async def test_the_cache_keeps_its_bytes_right_past_its_count_so_it_never_fails(
@@ -316,10 +341,10 @@ async def test_the_cache_keeps_its_bytes_right_past_its_count_so_it_never_fails(
     too, rather than failing every request from then on (an error answered to all)."""
     service = make_service(fake_clock, llm=False)
     planned = await service.plans.plan(PlanRequest(**GOAL), "r-1", use_cache=False)
-    one = len(planned.model_dump_json().encode())
+    one = held_size("k00", planned.model_dump_json().encode())
     cache = PlanCache(ttl=300, max_entries=4, clock=fake_clock.as_clock(), max_bytes=10 * one)
     for number in range(40):
-        cache.keep("owner", f"k{number}", planned)
+        cache.keep("owner", f"k{number:02d}", planned)
         assert cache.bytes == cache.held_bytes("owner") == len(cache) * one
     assert len(cache) == 4
     assert cache.get("owner", "k39") is not None

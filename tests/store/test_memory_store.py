@@ -3,12 +3,16 @@ used records first, each kind of record within its own bound."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import gc
+import tracemalloc
+from collections.abc import Awaitable, Callable
 
 from planner_arm.errors import TenantQuotaExceeded
 from planner_arm.principal import Principal
-from planner_arm.store.base import Claimed, InProgress, OwnerCaps, Replay, encode
-from planner_arm.store.memory import MemoryStore
+from planner_arm.store.base import Claimed, InProgress, OwnerCaps, Replay, encode, utf8
+from planner_arm.store.memory import MemoryStore, held_size
 from support.app import FakeClock
 
 OWNER = Principal(id="a")
@@ -80,9 +84,9 @@ async def test_a_busy_cache_does_not_push_plans_or_keys_out(fake_clock: FakeCloc
 
 async def test_the_byte_bound_drops_the_oldest_records_first(fake_clock: FakeClock) -> None:
     store = MemoryStore(
-        ttl_seconds=3600, max_entries=1000, max_bytes=3_000, clock=fake_clock.as_clock()
+        ttl_seconds=3600, max_entries=1000, max_bytes=4_000, clock=fake_clock.as_clock()
     )
-    big = {"text": "x" * 900}  # about 912 bytes of JSON each: three fit, not four
+    big = {"text": "x" * 900}  # about 1,120 bytes held each: three fit, not four
     for plan_id in ("p-1", "p-2", "p-3"):
         await store.put_plan(OWNER, plan_id, big)
     assert await store.get_plan(OWNER, "p-1") == big  # now the most recently used
@@ -90,7 +94,7 @@ async def test_the_byte_bound_drops_the_oldest_records_first(fake_clock: FakeClo
     assert await store.get_plan(OWNER, "p-2") is None
     for plan_id in ("p-1", "p-3", "p-4"):
         assert await store.get_plan(OWNER, plan_id) == big
-    assert store.held_bytes(OWNER) == 3 * len('{"text":"' + "x" * 900 + '"}')
+    assert store.held_bytes(OWNER) == 3 * held_size("p-1", utf8(encode(big)))
     # The cache and the idempotency records have bounds of their own, also in bytes.
     for n in range(10):
         await store.cache_put(OWNER, f"c-{n}", big, ttl=300)
@@ -103,15 +107,15 @@ async def test_plans_that_ran_out_free_their_owners_bytes(fake_clock: FakeClock)
     store = MemoryStore(
         ttl_seconds=60,
         max_entries=100,
-        caps=OwnerCaps(plan_bytes=2_000),
+        caps=OwnerCaps(plan_bytes=3_000),
         clock=fake_clock.as_clock(),
     )
-    record = {"text": "x" * 900}
+    record = {"text": "x" * 900}  # about 1,120 bytes held: two fit, not three
     await store.put_plan(OWNER, "p-1", record)
     await store.put_plan(OWNER, "p-2", record)
     fake_clock.time += 60
     await store.put_plan(OWNER, "p-3", record)  # the first two expired: room again
-    assert store.held_bytes(OWNER) == len('{"text":"' + "x" * 900 + '"}')
+    assert store.held_bytes(OWNER) == held_size("p-3", utf8(encode(record)))
 
 
 A, B, C = Principal(id="tenant-a"), Principal(id="tenant-b"), Principal(id="tenant-c")
@@ -195,8 +199,35 @@ async def test_the_entry_bound_is_shared_fairly_too(fake_clock: FakeClock) -> No
     assert await store.cache_get(A, "a-0") is None
 
 
-async def test_a_record_weighs_its_utf8_bytes(fake_clock: FakeClock) -> None:
-    store = make_store(fake_clock)
-    record = {"text": "😀" * 100}  # 100 characters, 400 bytes
-    await store.put_plan(OWNER, "p-1", record)
-    assert store.held_bytes(OWNER) == len(encode(record).encode()) == len(encode(record)) + 300
+def traced_growth(fill: Callable[[], Awaitable[None]]) -> int:
+    """The bytes Python allocated during `fill()` and still holds after it (tracemalloc)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        asyncio.run(fill())
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_record_weighs_what_it_holds_emoji_or_not(fake_clock: FakeClock) -> None:
+    """A JSON text kept as a `str` with one emoji in it takes four bytes for each of its
+    characters: a flood of such records held four times what it was counted."""
+    records = 300
+    measured = {}
+    for kind, extra in (("ascii", "x"), ("emoji", "\N{GRINNING FACE}")):
+        store = make_store(fake_clock, max_entries=10 * records)
+        plans = [{"text": f"{n} " + "x" * 2_000 + extra} for n in range(records)]
+
+        async def fill(store: MemoryStore = store, plans: list[dict[str, str]] = plans) -> None:
+            for n, plan in enumerate(plans):
+                await store.put_plan(OWNER, f"p-{n}", plan)
+
+        held = traced_growth(fill)
+        counted = store.held_bytes(OWNER)
+        assert counted / 1.25 <= held <= counted * 1.25, (kind, held, counted)
+        measured[kind] = held
+    # An emoji is three bytes more than an "x", not four times the record.
+    assert measured["emoji"] < measured["ascii"] * 1.05

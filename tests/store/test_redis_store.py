@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,18 +18,19 @@ from redis.backoff import NoBackoff
 
 from planner_arm.clock import Deadline
 from planner_arm.config import load_settings
-from planner_arm.errors import StoreFull, StoreUnavailable
+from planner_arm.errors import StoreFull, StoreUnavailable, TenantQuotaExceeded
 from planner_arm.principal import Principal
 from planner_arm.service.records import StoreGuard
 from planner_arm.service.wiring import build_store
-from planner_arm.store.base import Claimed, InProgress, PlanStore, Replay
-from planner_arm.store.redis_backend import RedisStore
+from planner_arm.store.base import Claimed, InProgress, OwnerCaps, PlanStore, Replay
+from planner_arm.store.redis_backend import RedisStore, key_id, redis_client
 from support.app import FakeClock
 from support.redis_server import RedisServer
 
 OWNER = Principal(id="a")
 ANSWER = {"plan_id": "p-1", "version": 1}
 DAY_MS = 86_400_000
+ACCOUNT = ("held", "sizes", "total")  # an owner's account of a kind: three keys
 
 
 def make_store(url: str, clock: FakeClock, **store: Any) -> PlanStore:
@@ -65,28 +67,29 @@ async def test_records_are_namespaced_and_expire_by_redis_ttl(
     await store.cache_put(OWNER, "c-1", {"plan": 1}, ttl=300)
     claim = await store.claim(OWNER, "key-1", "body-a", lease_seconds=12)
     assert isinstance(claim, Claimed)
+    key = f"planner-arm:idempotency:a:{key_id('key-1')}"  # a digest, not the caller's text
     assert set(raw.keys("*")) == {
         "planner-arm:plan:a:p-1",
         "planner-arm:plan:a:p-2",
         "planner-arm:cache:a:c-1",
-        "planner-arm:idem:a:key-1",
-        # The owner's accounts of plan and cache bytes: record ids by expiry, and their sizes.
-        "planner-arm:held:a",
-        "planner-arm:sizes:a",
-        "planner-arm:cache-held:a",
-        "planner-arm:cache-sizes:a",
+        key,
+        # The owner's accounts of plan and cache bytes: record ids by expiry, their sizes, and
+        # the sum of those, each in a key of its own.
+        *(f"planner-arm:{part}:{kind}:a" for part in ACCOUNT for kind in ("plan", "cache")),
     }
+    assert len(key_id("key-1")) == 32
     # The store's TTL (24 h by default), the given ones, and the claim's lease.
     assert DAY_MS - 5_000 < raw.pttl("planner-arm:plan:a:p-1") <= DAY_MS
     assert 55_000 < raw.pttl("planner-arm:plan:a:p-2") <= 60_000
     assert 295_000 < raw.pttl("planner-arm:cache:a:c-1") <= 300_000
-    assert 7_000 < raw.pttl("planner-arm:idem:a:key-1") <= 12_000
+    assert 7_000 < raw.pttl(key) <= 12_000
     # Once answered, the key lives as long as a plan.
     await store.complete(claim, ANSWER)
-    assert DAY_MS - 5_000 < raw.pttl("planner-arm:idem:a:key-1") <= DAY_MS
+    assert DAY_MS - 5_000 < raw.pttl(key) <= DAY_MS
     # An answer is accounted to its owner; a claim, small and short-lived, is not.
-    assert raw.zrange("planner-arm:idem-held:a", 0, -1) == ["key-1"]
-    assert DAY_MS - 5_000 < raw.pttl("planner-arm:idem-sizes:a") <= DAY_MS
+    assert raw.zrange("planner-arm:held:idempotency:a", 0, -1) == [key_id("key-1")]
+    for part in ACCOUNT:
+        assert DAY_MS - 5_000 < raw.pttl(f"planner-arm:{part}:idempotency:a") <= DAY_MS
 
 
 async def test_a_record_redis_expired_is_gone(store: PlanStore, raw: redis.Redis) -> None:
@@ -103,7 +106,10 @@ async def test_the_key_prefix_comes_from_the_config(
 ) -> None:
     store = make_store(redis_url, fake_clock, key_prefix="staging")
     await store.put_plan(OWNER, "p-1", {"response": ANSWER})
-    assert set(raw.keys("*")) == {"staging:plan:a:p-1", "staging:held:a", "staging:sizes:a"}
+    assert set(raw.keys("*")) == {
+        "staging:plan:a:p-1",
+        *(f"staging:{part}:plan:a" for part in ACCOUNT),
+    }
     await store.close()
 
 
@@ -286,3 +292,99 @@ async def test_a_full_redis_refuses_writes_and_is_not_marked_down(
     finally:
         await store.close()
         server.stop()
+
+
+def capped_store(url: str, clock: FakeClock, **caps: int) -> RedisStore:
+    return RedisStore(
+        redis_client(url, 5),
+        clock=clock.as_clock(),
+        ttl_seconds=3600,
+        key_prefix="planner-arm",
+        poll_interval_seconds=0.05,
+        operation_timeout_seconds=5,
+        caps=OwnerCaps(**caps),
+    )
+
+
+def held_text(raw: redis.Redis, pattern: str) -> int:
+    """The bytes of the texts of the records whose keys match `pattern`."""
+    return sum(raw.strlen(key) for key in raw.keys(pattern))
+
+
+async def test_an_idempotency_key_named_like_the_sum_cannot_take_its_owner_past_its_cap(
+    redis_url: str, fake_clock: FakeClock, raw: redis.Redis
+) -> None:
+    """The sum was a field of the hash of record sizes: `Idempotency-Key: #total` set it to
+    that one answer's size, and the owner held four times its cap, and growing."""
+    store = capped_store(redis_url, fake_clock, idempotency_bytes=20_000)
+    for n in range(60):
+        for key in (f"k-{n}", "#total"):
+            claim = await store.claim(OWNER, key, f"body-{n}", lease_seconds=30)
+            if isinstance(claim, Claimed):
+                await store.complete(claim, {"plan_id": f"p-{n}", "text": "x" * 900})
+    assert held_text(raw, "planner-arm:idem*:a:*") <= 20_000
+    await store.close()
+
+
+async def test_an_account_of_the_layout_before_is_left_alone(
+    redis_url: str, fake_clock: FakeClock, raw: redis.Redis
+) -> None:
+    """A Redis written by the version before: its plans are still read, its accounts (the sum
+    a field of the hash of sizes, here one a `#total` key had wrecked) count for nothing."""
+    raw.set("planner-arm:plan:a:old", '{"response":{"plan_id":"old"}}', px=DAY_MS)
+    raw.hset("planner-arm:sizes:a", mapping={"#total": -1_000_000, "old": 30})
+    raw.zadd("planner-arm:held:a", {"old": 1})
+    raw.set("planner-arm:idem:a:key-1", '{"fingerprint":"body-a","response":{"n":1}}')
+    store = capped_store(redis_url, fake_clock, plan_bytes=20_000)
+    assert await store.get_plan(OWNER, "old") == {"response": {"plan_id": "old"}}
+    record = {"response": {"text": "x" * 900}}
+    stored = 0
+    while stored < 100:
+        try:
+            await store.put_plan(OWNER, f"p-{stored}", record)
+        except TenantQuotaExceeded:
+            break
+        stored += 1
+    assert 10 <= stored <= 20  # about 1,300 bytes held each: the old account counts nothing
+    # Idempotency records are filed under a digest now: one kept before is not found, and a
+    # retry with its key plans again.
+    assert isinstance(await store.claim(OWNER, "key-1", "body-a", lease_seconds=30), Claimed)
+    await store.close()
+
+
+async def test_an_account_counts_what_its_records_hold_in_redis(
+    redis_url: str, fake_clock: FakeClock, raw: redis.Redis
+) -> None:
+    """What an owner's records take of Redis's memory (`used_memory`, what `maxmemory`
+    bounds) is what its account says, within a quarter, for records of 1 KB of JSON and
+    records with an emoji (a record's text, name and bookkeeping: it was counted as its text
+    alone, 1.7 times less)."""
+    store = capped_store(redis_url, fake_clock, plan_bytes=1 << 40)
+    await store.put_plan(Principal(id="warm"), "p", {"n": 1})  # the scripts loaded
+    for records, emoji in ((600, ""), (600, "\N{GRINNING FACE}")):
+        owner = Principal(id=f"{'e' if emoji else 'a'}" * 64)
+        used = raw.info("memory")["used_memory"]
+        for n in range(records):
+            await store.put_plan(owner, uuid.uuid4().hex, {"text": f"{n}{emoji}" + "x" * 1_000})
+        held = raw.info("memory")["used_memory"] - used
+        counted = int(raw.get(f"planner-arm:total:plan:{owner.id}") or 0)
+        assert counted / 1.25 <= held <= counted * 1.25, (emoji, held, counted)
+    await store.close()
+
+
+async def test_an_account_whose_sum_was_lost_is_summed_afresh(
+    redis_url: str, fake_clock: FakeClock, raw: redis.Redis
+) -> None:
+    """A Redis under an evicting policy may drop the sum's key alone: the sizes are summed
+    again rather than counted from zero."""
+    store = capped_store(redis_url, fake_clock, plan_bytes=4_000)
+    record = {"response": {"text": "x" * 900}}  # about 1,300 bytes held: three fit, not four
+    for n in range(3):
+        await store.put_plan(OWNER, f"p-{n}", record)
+    raw.delete("planner-arm:total:plan:a")
+    with pytest.raises(TenantQuotaExceeded):
+        await store.put_plan(OWNER, "p-3", record)
+    raw.set("planner-arm:total:plan:a", -5_000)  # a sum gone wrong is summed again too
+    with pytest.raises(TenantQuotaExceeded):
+        await store.put_plan(OWNER, "p-3", record)
+    await store.close()

@@ -197,10 +197,14 @@ async def test_a_renewed_claim_is_kept_and_a_lost_one_is_not_renewed(store: Plan
     assert await store.renew(second, LEASE) is False  # answered: nothing left to renew
 
 
+CAP = 2_800
+
+
 @pytest.fixture(params=["memory", "redis"])
 async def capped(request: pytest.FixtureRequest, fake_clock: FakeClock) -> AsyncIterator[PlanStore]:
-    """A store whose owners may hold 2,000 bytes of plans, of answers kept for keys and of
-    cache entries each (API keys configured)."""
+    """A store whose owners may hold 2,800 bytes of plans, of answers kept for keys and of
+    cache entries each (API keys configured): two records of about 800 bytes of JSON, not
+    three, as a record also holds its name and its place in the store."""
     store_section: dict[str, Any] = {}
     if request.param == "redis":
         store_section["url"] = request.getfixturevalue("redis_url")
@@ -209,9 +213,9 @@ async def capped(request: pytest.FixtureRequest, fake_clock: FakeClock) -> Async
         # A Redis store with keys needs the secret that keys the owners' ids.
         auth={"api_keys": ["key-a"], "principal_secret": "contract-test-principal-secret"},
         tenants={
-            "max_plan_bytes": 2_000,
-            "max_idempotency_bytes": 2_000,
-            "max_cache_bytes": 2_000,
+            "max_plan_bytes": CAP,
+            "max_idempotency_bytes": CAP,
+            "max_cache_bytes": CAP,
         },
     )
     built = build_store(settings, fake_clock.as_clock())
@@ -238,7 +242,8 @@ async def test_an_owner_past_its_cap_of_plan_bytes_is_refused_others_are_not(
 
 
 async def test_an_emoji_weighs_its_four_bytes_against_the_cap(capped: PlanStore) -> None:
-    record = {"response": {"text": "\N{GRINNING FACE}" * 450}}  # 474 characters, 1,824 bytes
+    # 474 characters, 1,824 bytes: one fits in the cap, not two (as 474 bytes, two would).
+    record = {"response": {"text": "\N{GRINNING FACE}" * 450}}
     await capped.put_plan(OWNER, "p-1", record)
     with pytest.raises(TenantQuotaExceeded):
         await capped.put_plan(OWNER, "p-2", record)
@@ -256,7 +261,7 @@ async def test_past_its_cap_of_answers_an_owner_loses_its_own_oldest_not_another
         claim = await capped.claim(OWNER, f"key-{n}", "body-a", lease_seconds=LEASE)
         assert isinstance(claim, Claimed)
         assert await capped.complete(claim, answer) is True
-    # Two answers fit in 2,000 bytes: the newest two replay, the oldest are gone (a retry
+    # Two answers fit in the cap: the newest two replay, the oldest are gone (a retry
     # with them plans again), and the other owner's answer is untouched.
     assert await capped.claim(OWNER, "key-5", "body-a", lease_seconds=LEASE) == Replay(answer)
     assert await capped.claim(OWNER, "key-4", "body-a", lease_seconds=LEASE) == Replay(answer)
@@ -276,3 +281,82 @@ async def test_past_its_cap_of_cache_entries_an_owner_loses_its_own_oldest_not_a
     assert await capped.cache_get(OWNER, "k-4") == entry
     assert await capped.cache_get(OWNER, "k-0") is None
     assert await capped.cache_get(OTHER, "k") == {"plan": "theirs"}
+
+
+# Names a caller may choose (an Idempotency-Key, a plan id asked for) that a store might take
+# for its own: the name of an account's sum, separators and patterns of Redis key names,
+# control characters, a lone surrogate (JSON can escape one), a very long one, and names of
+# the store's own keys.
+SPECIAL_NAMES = [
+    "#total",
+    "",
+    ":",
+    "a:b",
+    "{a}",
+    "*",
+    "[a]?",
+    "\n",
+    "\0",
+    "\N{GRINNING FACE}",
+    "\ud800",
+    "x" * 10_000,
+    "total",
+    "held",
+    "sizes",
+    "-inf",
+    "planner-arm:total:plan:a",
+]
+
+
+async def test_every_name_is_a_name_like_any_other(store: PlanStore) -> None:
+    for n, name in enumerate(SPECIAL_NAMES):
+        value = {"n": n, "name": name}
+        await store.put_plan(OWNER, name, {"response": value})
+        await store.cache_put(OWNER, name, value, ttl=300)
+        claim = await store.claim(OWNER, name, f"body-{n}", lease_seconds=LEASE)
+        assert isinstance(claim, Claimed)
+        assert await store.complete(claim, value) is True
+    for n, name in enumerate(SPECIAL_NAMES):
+        value = {"n": n, "name": name}
+        assert await store.get_plan(OWNER, name) == {"response": value}
+        assert await store.cache_get(OWNER, name) == value
+        assert await store.claim(OWNER, name, f"body-{n}", lease_seconds=LEASE) == Replay(value)
+        assert await store.get_plan(OTHER, name) is None
+
+
+async def test_no_idempotency_key_takes_its_owner_past_its_cap(capped: PlanStore) -> None:
+    answer = {"plan_id": "mine", "text": "x" * 800}  # two fit in the cap, not three
+    names = [*SPECIAL_NAMES, *(f"key-{n}" for n in range(4)), "#total"]
+    for n, name in enumerate(names):
+        # "#total" a second time, with another body: a new key for the store to count.
+        claim = await capped.claim(OWNER, name, f"body-{n}", lease_seconds=LEASE)
+        if isinstance(claim, Claimed):
+            assert await capped.complete(claim, answer) is True
+    kept = [
+        name
+        for n, name in enumerate(names)
+        if await capped.claim(OWNER, name, f"body-{n}", lease_seconds=LEASE) == Replay(answer)
+    ]
+    assert len(kept) <= 2, kept
+
+
+async def test_no_plan_id_takes_its_owner_past_its_cap(capped: PlanStore) -> None:
+    record = {"response": {"text": "x" * 800}}  # two fit in the cap, not three
+    stored = []
+    for name in [*SPECIAL_NAMES, *(f"p-{n}" for n in range(4))]:
+        try:
+            await capped.put_plan(OWNER, name, record)
+        except TenantQuotaExceeded:
+            continue
+        stored.append(name)
+    assert len(stored) == 2, stored
+    assert [await capped.get_plan(OWNER, name) for name in stored] == [record] * 2
+
+
+async def test_no_cache_key_takes_its_owner_past_its_cap(capped: PlanStore) -> None:
+    entry = {"plan": "x" * 800}  # two fit in the cap, not three
+    names = [*SPECIAL_NAMES, *(f"k-{n}" for n in range(4))]
+    for name in names:
+        await capped.cache_put(OWNER, name, entry, ttl=300)
+    kept = [name for name in names if await capped.cache_get(OWNER, name) == entry]
+    assert kept == ["k-2", "k-3"]

@@ -314,7 +314,8 @@ class CacheSettings(Section):
     enabled: bool = True
     ttl_seconds: float = Field(300.0, gt=0, le=86_400)
     max_entries: int = Field(1024, ge=1, le=1_000_000)
-    # The in-process cache's bound on its plans' JSON (a Redis store keeps them in Redis).
+    # The in-process cache's bound on the bytes its plans hold (a Redis store keeps them in
+    # Redis).
     max_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024, le=16 * 1024**3)
 
 
@@ -328,8 +329,8 @@ class TenantSettings(Section):
     requests_per_second: float = Field(20.0, ge=0, le=100_000)
     # Requests a principal may send at once above its rate.
     burst: int = Field(40, ge=1, le=100_000)
-    # Bytes (UTF-8) of stored plans' JSON a principal may hold; past it a plan is refused
-    # (429). 0 turns the cap off.
+    # Bytes of stored plans a principal may hold, as the store counts what each holds; past
+    # it a plan is refused (429). 0 turns the cap off.
     max_plan_bytes: int = Field(16 * 1024 * 1024, ge=0, le=1024**4)
     # Bytes of idempotency records (the answers kept for its keys) a principal may hold; past
     # it its own oldest answers go. 0 turns the cap off.
@@ -365,7 +366,8 @@ class StoreSettings(Section):
     url: SecretStr | None = None
     ttl_seconds: float = Field(86_400.0, gt=0, le=30 * 86_400)
     # Per kind of record (plans, idempotency keys, cache entries) in the memory backend: at
-    # most this many, and at most `max_bytes` of their JSON; the least recently used go first.
+    # most this many, and at most `max_bytes` of what they hold; the least recently used go
+    # first.
     max_entries: int = Field(10_000, ge=1, le=10_000_000)
     max_bytes: int = Field(24 * 1024 * 1024, ge=64 * 1024, le=16 * 1024**3)
     # Each Redis command and connect; a Redis that hangs costs a request at most this.

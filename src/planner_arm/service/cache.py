@@ -8,8 +8,10 @@ Concurrent identical requests share the one planning task of the first (single f
 at once cost one LLM call. Entries and shared runs are the caller's own: a principal is never
 answered from another's plan (nor told its id). With a Redis store the entries live there, so
 every replica answers from one cache; a Redis that fails is a miss, never an error. In memory
-the cache is bounded in entries and in bytes (each plan weighed once, by its JSON's UTF-8
-bytes), each principal's entries within its own cap and its fair share of the bound.
+the cache is bounded in entries and in bytes, each principal's entries within its own cap and
+its fair share of the bound. It keeps a plan as its JSON's UTF-8 bytes, weighed by what they
+hold, and reads a hit back into a response: the response object itself holds about four times
+its JSON (every field a Python object), which the bound would not see.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from planner_arm.errors import StoreUnavailable
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
 from planner_arm.service.records import Records
-from planner_arm.store.base import note_store_failure, owned
-from planner_arm.store.memory import FairShareMap
+from planner_arm.store.base import note_store_failure, owned, utf8
+from planner_arm.store.memory import FairShareMap, held_size
 from planner_arm.strategies.prompts import PROMPT_VERSION
 
 _NO_COST = EstimatedCost(llm_usd=0.0, prompt_tokens=0, completion_tokens=0)
@@ -92,15 +94,10 @@ def cacheable(response: PlanResponse) -> bool:
     return True
 
 
-def json_size(response: PlanResponse) -> int:
-    """What a plan weighs in the cache's bound: its JSON's bytes in UTF-8."""
-    return len(response.model_dump_json().encode())
-
-
-class PlanCache(FairShareMap[PlanResponse]):
+class PlanCache(FairShareMap[bytes]):
     """Least-recently-used plans, each good for `ttl` seconds on the injected clock, each
     principal's in a map of its own (at most `owner_max_bytes`, its own oldest out first),
-    all within `max_entries` and (when given) `max_bytes` of their JSON, shared fairly."""
+    all within `max_entries` and (when given) `max_bytes`, shared fairly."""
 
     def __init__(
         self,
@@ -110,18 +107,22 @@ class PlanCache(FairShareMap[PlanResponse]):
         max_bytes: int | None = None,
         owner_max_bytes: int | None = None,
     ) -> None:
-        sized = max_bytes is not None or owner_max_bytes is not None
         super().__init__(
             max_entries,
             clock,
             max_bytes=max_bytes,
-            size=json_size if sized else None,
+            size=held_size,
             owner_max_bytes=owner_max_bytes,
         )
         self._ttl = ttl
 
     def keep(self, owner: str, key: str, response: PlanResponse) -> None:
-        self.put(owner, key, response, self._ttl)
+        self.put(owner, key, utf8(response.model_dump_json()), self._ttl)
+
+    def found(self, owner: str, key: str) -> PlanResponse | None:
+        """The owner's plan under `key`, read afresh from what the cache holds; or None."""
+        held = self.get(owner, key)
+        return None if held is None else PlanResponse.model_validate_json(held)
 
 
 # The planning of one request: run when the cache has no plan for it.
@@ -216,7 +217,7 @@ class CachingPlanner:
 
     async def _cached(self, key: str, records: Records) -> PlanResponse | None:
         if not self._shared:
-            return self._cache.get(records.owner.id, key)
+            return self._cache.found(records.owner.id, key)
         try:
             record = await records.cache_get(key)
         except StoreUnavailable as error:

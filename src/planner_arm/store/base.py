@@ -47,7 +47,8 @@ RecordKind = Literal["plan", "idempotency", "cache"]
 
 @dataclass(frozen=True)
 class OwnerCaps:
-    """The bytes (UTF-8 JSON) of each kind of record one owner may hold; None: no cap.
+    """The bytes of each kind of record one owner may hold, as its store counts what a record
+    holds (its JSON's UTF-8 bytes, its name and its place in the store); None: no cap.
 
     Past `plan_bytes` a plan is refused (429 `tenant_quota_exceeded`: a stored plan is the
     caller's to keep for its TTL). Past `idempotency_bytes` (answers kept for keys) and
@@ -185,7 +186,15 @@ def encode(value: JSONObject) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def decode(text: str) -> JSONObject:
+def utf8(text: str) -> bytes:
+    """A text as the store holds it. A lone surrogate (JSON may escape one into a string) is
+    kept as its three bytes rather than refused: every string is a name or a text like any
+    other."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def decode(stored: str | bytes) -> JSONObject:
+    text = stored.decode("utf-8", "surrogatepass") if isinstance(stored, bytes) else stored
     value: Any = json.loads(text)
     if not isinstance(value, dict):
         raise ValueError("a stored record is not a JSON object")
@@ -200,7 +209,7 @@ def answered_record(claim: Claimed, response: JSONObject) -> str:
     return encode({"fingerprint": claim.fingerprint, "response": response})
 
 
-def outcome_of(stored: str, fingerprint: str) -> ClaimOutcome:
+def outcome_of(stored: str | bytes, fingerprint: str) -> ClaimOutcome:
     """What a caller with `fingerprint` gets from a key that already holds `stored`."""
     record = decode(stored)
     if record.get("fingerprint") != fingerprint:

@@ -1,8 +1,9 @@
 """The embedded plan store: bounded maps in this process, TTLs on the injected clock.
 
-The default when no Redis is configured. Records are kept as JSON text, like in Redis, so a
-caller that changes a dict it got back does not change the store, and both backends accept
-and return the same things; the text's UTF-8 bytes are what a record weighs. Each kind of
+The default when no Redis is configured. Records are kept as the UTF-8 bytes of their JSON,
+like in Redis, so a caller that changes a dict it got back does not change the store, both
+backends accept and return the same things, and a record weighs what it holds (`held_size`):
+a `str` with one emoji in it would take four bytes for each of its characters. Each kind of
 record (plans, idempotency keys, cache entries) has its own bounds, in entries and in bytes,
 so a busy cache cannot push plans out and a flood of large plans cannot grow the process
 without end. Each owner's records are a least-recently-used map of their own, and the bound
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -39,20 +41,27 @@ from planner_arm.store.base import (
     outcome_of,
     owned,
     quota_exceeded,
+    utf8,
 )
 
 V = TypeVar("V")
 Removed = Callable[[str, int], None]
+Weigher = Callable[[str, V], int]
+
+# What an entry of a map holds besides its key and its value, as tracemalloc measures it
+# (CPython 3.11, 64 bits): the tuple of expiry, value and weight, the float and the int in
+# it, and the entry's share of the ordered dict (its slot and links, with the dict's slack).
+ENTRY_BYTES = 120
 
 
-def text_size(value: str) -> int:
-    """What a JSON text weighs in a bound: its bytes in UTF-8 (an emoji is four, not one)."""
-    return len(value.encode())
+def held_size(key: str, value: bytes) -> int:
+    """What one record weighs in a bound: the bytes its value, its key and its entry hold."""
+    return sys.getsizeof(value) + sys.getsizeof(key) + ENTRY_BYTES
 
 
 class ExpiringMap(Generic[V]):
     """Least-recently-used values, each until its own expiry time on the clock, within a count
-    and a total size (`size(value)`, measured once when the value is put). `on_remove(key,
+    and a total size (`size(key, value)`, measured once when the value is put). `on_remove(key,
     size)` hears of every value that leaves: expired, pushed out, deleted or replaced."""
 
     def __init__(
@@ -61,7 +70,7 @@ class ExpiringMap(Generic[V]):
         clock: Clock,
         *,
         max_bytes: int | None = None,
-        size: Callable[[V], int] | None = None,
+        size: Weigher[V] | None = None,
         on_remove: Removed | None = None,
     ) -> None:
         self._max_entries = max_entries
@@ -98,7 +107,7 @@ class ExpiringMap(Generic[V]):
     def put(self, key: str, value: V, ttl: float) -> int:
         """Keep `value` for `ttl` seconds; returns what it weighs."""
         self.delete(key)
-        weight = self._size(value) if self._size is not None else 0
+        weight = self._size(key, value) if self._size is not None else 0
         self._entries[key] = (self._clock.now() + ttl, value, weight)
         self.bytes += weight
         while len(self._entries) > self._max_entries or self._over_bytes():
@@ -146,7 +155,7 @@ class FairShareMap(Generic[V]):
         clock: Clock,
         *,
         max_bytes: int | None = None,
-        size: Callable[[V], int] | None = None,
+        size: Weigher[V] | None = None,
         owner_max_bytes: int | None = None,
     ) -> None:
         self._max_entries = max_entries
@@ -270,23 +279,23 @@ class MemoryStore:
         self._clock = clock
         self._caps = caps
         self._poll = poll_interval_seconds
-        self._plans: FairShareMap[str] = FairShareMap(
-            max_entries, clock, max_bytes=max_bytes, size=text_size
+        self._plans: FairShareMap[bytes] = FairShareMap(
+            max_entries, clock, max_bytes=max_bytes, size=held_size
         )
         # Past the owner's cap its own least recently used go: an answer kept for a key is
         # asked for again soon after, if ever; a claim is renewed, so it is never the oldest.
-        self._keys: FairShareMap[str] = FairShareMap(
+        self._keys: FairShareMap[bytes] = FairShareMap(
             max_entries,
             clock,
             max_bytes=max_bytes,
-            size=text_size,
+            size=held_size,
             owner_max_bytes=caps.idempotency_bytes,
         )
-        self._cache: FairShareMap[str] = FairShareMap(
+        self._cache: FairShareMap[bytes] = FairShareMap(
             max_entries,
             clock,
             max_bytes=max_bytes,
-            size=text_size,
+            size=held_size,
             owner_max_bytes=caps.cache_bytes,
         )
         # Set when a claimed key is answered or let go, so its waiters look again at once.
@@ -303,11 +312,11 @@ class MemoryStore:
     async def put_plan(
         self, owner: Principal, plan_id: str, record: JSONObject, ttl: float | None = None
     ) -> None:
-        text = encode(record)
+        text = utf8(encode(record))
         cap = self._caps.plan_bytes
         if cap is not None:
             freed = self._plans.weight(owner.id, plan_id)  # a plan replaced frees its bytes
-            self._refuse_past(cap, owner, text_size(text) - freed)
+            self._refuse_past(cap, owner, held_size(plan_id, text) - freed)
         self._plans.put(owner.id, plan_id, text, self._ttl if ttl is None else ttl)
 
     async def get_plan(self, owner: Principal, plan_id: str) -> JSONObject | None:
@@ -322,7 +331,7 @@ class MemoryStore:
         if stored is not None:
             return outcome_of(stored, fingerprint)
         claim = Claimed(owner=owner.id, key=key, fingerprint=fingerprint, token=uuid.uuid4().hex)
-        self._keys.put(owner.id, key, claim_record(claim), lease_seconds)
+        self._keys.put(owner.id, key, utf8(claim_record(claim)), lease_seconds)
         self._wake(owned(owner, key))  # waiters on a claim whose lease ran out see the new one
         return claim
 
@@ -349,22 +358,22 @@ class MemoryStore:
         self, claim: Claimed, response: JSONObject, ttl: float | None = None
     ) -> bool:
         stored = self._keys.get(claim.owner, claim.key)
-        if stored is not None and stored != claim_record(claim):
+        if stored is not None and stored != utf8(claim_record(claim)):
             return False
-        answer = answered_record(claim, response)
+        answer = utf8(answered_record(claim, response))
         self._keys.put(claim.owner, claim.key, answer, self._ttl if ttl is None else ttl)
         self._wake(f"{claim.owner}:{claim.key}")
         return True
 
     async def renew(self, claim: Claimed, lease_seconds: float) -> bool:
-        text = claim_record(claim)
+        text = utf8(claim_record(claim))
         if self._keys.get(claim.owner, claim.key) != text:
             return False
         self._keys.put(claim.owner, claim.key, text, lease_seconds)
         return True
 
     async def release(self, claim: Claimed) -> None:
-        if self._keys.get(claim.owner, claim.key) == claim_record(claim):
+        if self._keys.get(claim.owner, claim.key) == utf8(claim_record(claim)):
             self._keys.delete(claim.owner, claim.key)
         self._wake(f"{claim.owner}:{claim.key}")
 
@@ -373,7 +382,7 @@ class MemoryStore:
         return None if stored is None else decode(stored)
 
     async def cache_put(self, owner: Principal, key: str, value: JSONObject, ttl: float) -> None:
-        self._cache.put(owner.id, key, encode(value), ttl)
+        self._cache.put(owner.id, key, utf8(encode(value)), ttl)
 
     async def ping(self) -> None:
         return None
@@ -389,7 +398,7 @@ class MemoryStore:
             event.set()
         self._settled.clear()
 
-    def _map(self, kind: RecordKind) -> FairShareMap[str]:
+    def _map(self, kind: RecordKind) -> FairShareMap[bytes]:
         return {"plan": self._plans, "idempotency": self._keys, "cache": self._cache}[kind]
 
     def _refuse_past(self, cap: int, owner: Principal, adding: int) -> None:
