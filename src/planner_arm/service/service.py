@@ -153,7 +153,7 @@ class PlanService:
         async with toolboxes.held(
             request, records.owner.id, records.deadline, streamed=streamed
         ) as box:
-            toolbox = await toolboxes.for_request(request, box)
+            toolbox = await toolboxes.for_request(request, box, records.owner.id, records.deadline)
             if listener is not None:
                 listener.check_with(toolbox.resolver, toolbox.rules)
             cap = request.budget.max_llm_usd if request.budget is not None else None
@@ -170,6 +170,8 @@ class PlanService:
         principal: Principal = ANONYMOUS,
     ) -> PlanResponse:
         records = self._records(principal)
+        if request.tools is not None:  # read before the cache's key names them
+            await self.toolboxes.tool_set(request)
 
         async def planned() -> PlanResponse:
             async with self._held(request, request_id, records, listener) as job:

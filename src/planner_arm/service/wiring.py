@@ -11,6 +11,7 @@ spans.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
@@ -96,7 +97,11 @@ class Runtime:
         await self.store.close()
 
 
+@functools.cache
 def service_version() -> str:
+    """The installed version, read once: reading the package metadata stats the files of
+    every path entry, and each call gives up the interpreter lock to any worker thread
+    (every `/health` names the version)."""
     return package_version("planner-arm")
 
 
