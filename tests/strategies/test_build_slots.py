@@ -95,7 +95,7 @@ async def test_a_cancelled_waiter_granted_a_slot_gives_it_back() -> None:
 async def test_waiting_requests_are_bounded_per_principal_and_in_all() -> None:
     shared = BuildSlots(1, 1, waiting_per_principal=2, waiting=3)
     async with shared.waiting("a"), shared.waiting("a"):
-        with pytest.raises(ToolSetsBusy, match="already has 2 requests waiting"):
+        with pytest.raises(ToolSetsBusy, match="2 of this caller's requests already wait"):
             async with shared.waiting("a"):
                 pass
         async with shared.waiting("b"):

@@ -322,7 +322,7 @@ async def test_a_principals_waiting_sets_are_bounded_and_another_is_still_served
         refused.result()
     assert busy.value.http_status == 429
     assert busy.value.retry_after > 0
-    assert "already has 2 requests waiting" in busy.value.detail
+    assert "2 of this caller's requests already wait" in busy.value.detail
     assert boxes.slots.waiting_of("b") == 1
     lane.open()
     await asyncio.gather(*waiting, other)

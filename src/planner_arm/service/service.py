@@ -134,6 +134,12 @@ class PlanService:
             clock=self.clock,
         )
 
+    def admit_tool_set(self, principal: Principal) -> None:
+        """ToolSetsBusy when the principal, or the service, has its most requests waiting for
+        their tool sets to be built: asked before a request's body is read, since reading a
+        large tool set is most of what a refused request costs."""
+        self.toolboxes.slots.admit(principal.id)
+
     def _records(self, principal: Principal) -> Records:
         """The principal's records, within a deadline built now: one per request."""
         return Records(self.guard, principal, Deadline(self.timeout_seconds, self.clock))

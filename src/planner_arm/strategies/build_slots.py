@@ -60,15 +60,14 @@ class BuildSlots:
         """The requests of `owner` waiting for their tool sets to be built now."""
         return self._waiting.get(owner, 0)
 
-    @asynccontextmanager
-    async def waiting(self, owner: str) -> AsyncIterator[None]:
-        """One request of `owner` counted as waiting for its tool set while inside;
-        ToolSetsBusy at once when the principal, or the service, has its most waiting."""
+    def admit(self, owner: str) -> None:
+        """ToolSetsBusy when one more request of `owner`'s may not wait for a build: the
+        principal, or the service, has its most waiting."""
         mine = self.waiting_of(owner)
         if mine >= self.waiting_per_principal:
             raise ToolSetsBusy(
-                f"this caller already has {mine} requests waiting for their tool sets to be "
-                f"built, the most allowed at once: send fewer new tool sets at once",
+                f"{mine} of this caller's requests already wait for their tool sets to be "
+                "built, the most allowed at once: send fewer new tool sets at once",
                 retry_after=BUSY_RETRY_SECONDS,
             )
         if not self._room_for(owner):
@@ -78,7 +77,13 @@ class BuildSlots:
                 "shortly",
                 retry_after=BUSY_RETRY_SECONDS,
             )
-        self._waiting[owner] = mine + 1
+
+    @asynccontextmanager
+    async def waiting(self, owner: str) -> AsyncIterator[None]:
+        """One request of `owner` counted as waiting for its tool set while inside;
+        refused at once past the bounds (`admit`)."""
+        self.admit(owner)
+        self._waiting[owner] = self.waiting_of(owner) + 1
         try:
             yield
         finally:
