@@ -1,15 +1,17 @@
-"""Tool sets and the service's memory and event loop: RSS after many distinct tool sets, and
-/health while new maximal ones build.
+"""Tool sets and the service's memory and event loop: RSS after many distinct tool sets,
+/health while new maximal ones build, and tenants flooding new sets within their rates.
 
     .venv/bin/python benchmarks/tool_sets.py [--sets 64] [--maximal-sets 32] [--builds 6]
-        [--concurrency 4] [--flooders 4] [--flood-seconds 20] [--stub] [--env NAME=VALUE ...]
+        [--concurrency 4] [--flooders 4] [--flood-seconds 20] [--stub] [--parts 123]
+        [--env NAME=VALUE ...]
 
 First builds one set of each size below in this process, as the service does, and prints its
-measured weight with its index (what most requests build) and with every part, beside what
-building it allocated under `tracemalloc`. Then starts the service (`python -m planner_arm
-serve`, memory store, no model: the rule-based tool planner; `--stub`: the zero-latency stub
-model of tests/support/stub_model.py, whose plan names the built-in agents, so every step's
-tool is mended by the index or the lexicon) on a free loopback port, twice:
+measured weight with its index and tool graph (what every request builds) and with every
+part, beside what building it allocated under `tracemalloc`. Then starts the service
+(`python -m planner_arm serve`, memory store, no model: the rule-based tool planner; `--stub`:
+the zero-latency stub model of tests/support/stub_model.py, whose plan names the built-in
+agents, so every step's tool is mended by the index or the lexicon) on a free loopback port,
+three times (`--parts` picks which):
 
 1. with the default limits: sends `--sets` POST /plan, each with its own 300-tool set, as
    large as the 64 KiB body limit lets it be, `--concurrency` at a time; prints the RSS before,
@@ -20,8 +22,7 @@ tool is mended by the index or the lexicon) on a free loopback port, twice:
    2 s with nothing else running, then while `--builds` new maximal sets are sent at once,
    then while the same sets come again (kept: what reading and checking bodies of 500 KB
    costs the event loop without any build), and prints the slowest, the 99th percentile and
-   the median /health answer of each.
-
+   the median /health answer of each;
 3. with API keys, one per tenant, and the default limits: `--flooders` tenants each send a
    new 300-tool set (64 KiB) every 1/20 s, their allowed rate (`tenants.requests_per_second`),
    for `--flood-seconds`, without waiting for the answers, while a fifth tenant sends a new
