@@ -11,8 +11,11 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from anyio import to_thread
 
+from planner_arm.strategies.toolbox import build_toolbox
 from support.app import FakeClock, answer, good_plan, make_settings, running_app
+from support.tool_sets import WatchedLane, made_up_tools
 
 GOAL = {"goal": "Fix authentication bug and add tests", "constraints": ["No schema change"]}
 KEY_A = "key-a-0123456789abcdef"
@@ -310,3 +313,37 @@ async def test_one_callers_requests_cut_off_by_the_deadline_leave_the_model_to_a
         health = (await client.get("/health")).json()
     assert other.json()["metadata"]["source"] == "llm"
     assert health["circuits"] == {"gpt-3.5-turbo": "closed"}
+
+
+def _is_build(work: Any) -> bool:
+    return getattr(work, "func", None) is build_toolbox
+
+
+async def test_a_caller_flooding_new_tool_sets_is_refused_before_its_body_is_read() -> None:
+    lane = WatchedLane(gated=_is_build)
+    settings = make_settings(
+        llm=False,
+        auth={"principal_secret": SECRET, "api_keys": [KEY_A, KEY_B]},
+        tool_sets={"max_waiting_per_principal": 1, "max_builds": 2},
+    )
+    lane.close()
+    async with running_app(settings, build_lane=lane) as client:
+        first = asyncio.create_task(
+            client.post("/plan", json={**GOAL, "tools": made_up_tools("a1", 8)}, headers=A)
+        )
+        await to_thread.run_sync(lane.entered.wait)
+        # A's next set is not even valid: it is refused before its tools are read.
+        flooded = await client.post("/plan", json={**GOAL, "tools": [{"id": ""}]}, headers=A)
+        other = asyncio.create_task(
+            client.post("/plan", json={**GOAL, "tools": made_up_tools("b1", 8)}, headers=B)
+        )
+        await to_thread.run_sync(lane.wait_until, lambda lane: sum(map(_is_build, lane.works)) == 2)
+        lane.open()
+        answered = await asyncio.gather(first, other)
+    assert flooded.status_code == 429
+    refused = flooded.json()
+    assert refused["error"] == "tool_sets_busy"
+    assert "1 of this caller's requests already wait" in refused["detail"]
+    assert refused["request_id"]
+    assert flooded.headers["Retry-After"] == "1"
+    assert [response.status_code for response in answered] == [200, 200]

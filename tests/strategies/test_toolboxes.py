@@ -1,5 +1,7 @@
 """The tool sets requests bring: built off the event loop, once however many ask at once,
-light until used, weighed, kept within bytes, and shared fairly between principals."""
+light until used, weighed, kept within bytes, and shared fairly between principals: each
+principal's requests waiting for a build are bounded, and every wait ends at the request's
+deadline."""
 
 from __future__ import annotations
 
@@ -112,25 +114,35 @@ async def test_a_sets_weight_leaves_out_the_work_other_sets_share() -> None:
     assert box.weight == alone
 
 
-async def test_a_small_sets_index_lexicon_and_prompt_wait_until_they_are_used() -> None:
+async def test_a_small_sets_lexicon_and_prompt_wait_until_they_are_used() -> None:
     boxes = toolboxes()
     async with boxes.held(tool_request("small", count=8), "a", deadline()) as box:
-        assert not any(part.built for part in box.parts)
+        assert not box.resolver.lexicon.built
+        assert not box.prompt.built
         light = box.weight
         box.resolver.select("Look up the weather for Paris")
     assert box.resolver.lexicon.built
-    assert not box.resolver.index.retriever.built
     assert box.weight > light
     assert boxes.kept.bytes == box.weight  # counted again when the request let it go
 
 
-async def test_a_large_set_has_its_index_built_for_the_shortlist_and_nothing_more() -> None:
-    boxes = toolboxes()
-    async with boxes.held(tool_request("large", count=60), "a", deadline()) as box:
-        assert box.shortlists
+@pytest.mark.parametrize("count", [8, LARGE])
+async def test_a_sets_index_and_graph_are_built_with_it_off_the_loop_and_weighed(
+    count: int,
+) -> None:
+    # Every request over a tool set drafts a rule-based plan (ranking its tools, linking
+    # them with the graph) on the event loop: both are built before, in a worker thread.
+    lane = WatchedLane()
+    boxes = toolboxes(lane)
+    async with boxes.held(tool_request("drafted", count), "a", deadline()) as box:
+        graph = box.rule_based.graph
+        assert graph is not None
+        assert graph.built
         assert box.resolver.index.retriever.built
         assert not box.resolver.lexicon.built
         assert not box.prompt.built
+        assert box.weight >= box.base_weight + graph.weight > box.base_weight
+    assert threading.main_thread() not in lane.threads
 
 
 async def test_a_streamed_request_has_every_part_built_before_it_plans() -> None:
@@ -164,17 +176,35 @@ async def test_every_build_runs_in_a_worker_thread_while_the_loop_goes_on() -> N
     assert threading.main_thread() not in lane.threads
 
 
+async def settle() -> None:
+    """Lets every task that can run on the event loop alone run."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def read_tool_request(name: str, count: int = 8) -> PlanRequest:
+    """`tool_request`, its tools already read as arms: it reaches its build without a
+    worker thread."""
+    request = tool_request(name, count)
+    assert request.tool_set is not None
+    return request
+
+
+async def hold(boxes: Toolboxes, request: PlanRequest, owner: str, ends: Deadline) -> None:
+    async with boxes.held(request, owner, ends):
+        pass
+
+
 async def test_identical_sets_asked_for_at_once_are_built_once() -> None:
     lane = WatchedLane(gated=_is_build)
     boxes = toolboxes(lane)
     lane.close()
     # The same principal twice and another: neither waits for a build slot of its own.
-    waiting = asyncio.gather(*(use(boxes, "same", owner) for owner in ("a", "a", "b")))
+    requests = [(read_tool_request("same"), owner) for owner in ("a", "a", "b")]
+    waiting = asyncio.gather(*(hold(boxes, r, owner, deadline()) for r, owner in requests))
     await to_thread.run_sync(lane.entered.wait)
-    # Each request's tools are read as arms in its thread; then each reaches the build.
-    await to_thread.run_sync(lane.wait_until, lambda lane: len(lane.finished) == 3)
-    for _ in range(10):
-        await asyncio.sleep(0)
+    await settle()
+    assert (boxes.slots.waiting_of("a"), boxes.slots.waiting_of("b")) == (2, 1)
     lane.open()
     await waiting
     assert _builds(lane) == 1
@@ -196,7 +226,7 @@ async def test_one_principal_churning_through_sets_evicts_its_own_not_anothers()
 
 async def test_a_principals_next_build_waits_for_its_own_and_past_the_deadline_is_a_429() -> None:
     lane = WatchedLane(gated=_is_build)
-    boxes = toolboxes(lane)
+    boxes = toolboxes(lane, max_builds=2)
     lane.close()
     first = asyncio.create_task(use(boxes, "first", owner="a"))
     await to_thread.run_sync(lane.entered.wait)
@@ -221,9 +251,100 @@ async def test_a_request_plans_with_the_tool_set_it_holds() -> None:
     boxes = toolboxes()
     request = tool_request("held", count=LARGE)
     async with boxes.held(request, "a", deadline()) as box:
-        toolbox = await boxes.for_request(request, box)
+        toolbox = await boxes.for_request(request, box, "a", deadline())
         assert toolbox.box is box
         assert (toolbox.rules, toolbox.resolver) == (box.rules, box.resolver)
         # Past the shortlist, its prompt lists the tools relevant to the request alone.
         assert toolbox.opening == box.prompt_for(box.listed(request))
         assert len(box.listed(request)) < LARGE
+
+
+def passed_deadline() -> Deadline:
+    clock = FakeClock()
+    ends = deadline(1.0, clock)
+    clock.time += 1.0
+    return ends
+
+
+async def test_a_wait_for_the_same_set_being_built_ends_at_the_requests_deadline() -> None:
+    lane = WatchedLane(gated=_is_build)
+    boxes = toolboxes(lane)
+    lane.close()
+    first = asyncio.create_task(hold(boxes, read_tool_request("shared"), "a", deadline()))
+    await to_thread.run_sync(lane.entered.wait)
+    late = asyncio.create_task(hold(boxes, read_tool_request("shared"), "b", passed_deadline()))
+    await settle()
+    # Answered while the build goes on, not when it ends.
+    assert late.done()
+    with pytest.raises(ToolSetsBusy) as refused:
+        late.result()
+    assert "still being built at its deadline" in refused.value.detail
+    lane.open()
+    await first
+    assert _builds(lane) == 1
+    assert len(boxes.kept) == 1  # built for the next request all the same
+
+
+async def test_a_wait_for_a_build_slot_ends_at_the_requests_deadline() -> None:
+    lane = WatchedLane(gated=_is_build)
+    boxes = toolboxes(lane)  # one build at a time in the process
+    lane.close()
+    first = asyncio.create_task(hold(boxes, read_tool_request("one"), "a", deadline()))
+    await to_thread.run_sync(lane.entered.wait)
+    late = asyncio.create_task(hold(boxes, read_tool_request("two"), "b", passed_deadline()))
+    await settle()
+    assert late.done()
+    with pytest.raises(ToolSetsBusy) as refused:
+        late.result()
+    assert "before its deadline" in refused.value.detail
+    assert boxes.slots.waiting_of("b") == 0  # it holds nothing once refused
+    lane.open()
+    await first
+
+
+async def test_a_principals_waiting_sets_are_bounded_and_another_is_still_served() -> None:
+    lane = WatchedLane(gated=_is_build)
+    boxes = toolboxes(lane, max_waiting_per_principal=2)
+    lane.close()
+    waiting = [
+        asyncio.create_task(hold(boxes, read_tool_request(name), "a", deadline()))
+        for name in ("a1", "a2")
+    ]
+    await to_thread.run_sync(lane.entered.wait)
+    await settle()
+    assert boxes.slots.waiting_of("a") == 2  # one building, one waiting for a slot
+    refused = asyncio.create_task(hold(boxes, read_tool_request("a3"), "a", deadline()))
+    other = asyncio.create_task(hold(boxes, read_tool_request("b1"), "b", deadline()))
+    await settle()
+    # Refused at once, not held in memory until a slot comes or its deadline passes.
+    assert refused.done()
+    with pytest.raises(ToolSetsBusy) as busy:
+        refused.result()
+    assert busy.value.http_status == 429
+    assert busy.value.retry_after > 0
+    assert "2 of this caller's requests already wait" in busy.value.detail
+    assert boxes.slots.waiting_of("b") == 1
+    lane.open()
+    await asyncio.gather(*waiting, other)
+    assert len(boxes.kept) == 3
+    assert boxes.slots.waiting_of("a") == boxes.slots.waiting_of("b") == 0
+
+
+async def test_past_the_services_bound_a_principal_with_its_share_is_refused_at_once() -> None:
+    lane = WatchedLane(gated=_is_build)
+    boxes = toolboxes(lane, max_waiting=2)
+    lane.close()
+    waiting = [
+        asyncio.create_task(hold(boxes, read_tool_request(name), owner, deadline()))
+        for name, owner in (("a1", "a"), ("b1", "b"))
+    ]
+    await to_thread.run_sync(lane.entered.wait)
+    await settle()
+    refused = asyncio.create_task(hold(boxes, read_tool_request("c1"), "c", deadline()))
+    await settle()
+    assert refused.done()
+    with pytest.raises(ToolSetsBusy) as busy:
+        refused.result()
+    assert "2 requests wait for their tool sets to be built" in busy.value.detail
+    lane.open()
+    await asyncio.gather(*waiting)

@@ -51,6 +51,7 @@ from planner_arm.api.routes import build_routers
 from planner_arm.clock import Clock
 from planner_arm.config import Settings, TracingSettings, load_settings, publish_redacted_headers
 from planner_arm.logging import configure_logging
+from planner_arm.plan.weighed import BuildLane
 from planner_arm.service.wiring import build_runtime, service_metrics, service_version
 from planner_arm.tracing import Tracing, start_tracing
 
@@ -78,13 +79,15 @@ def create_app(
     clock: Clock | None = None,
     rng: random.Random | None = None,
     tracing: Tracing | None = None,
+    build_lane: BuildLane | None = None,
 ) -> FastAPI:
     """Builds the app; its lifespan builds the service and closes it.
 
     `http_client`, `clock` and `rng` are for tests: a client whose calls respx can see, a
     fake clock, a seeded random source for backoff jitter. `tracing` too (a provider with an
     in-memory exporter); by default the settings' `OTEL_*` variables say what it is, and the
-    lifespan shuts it down at the end.
+    lifespan shuts it down at the end. `build_lane` too: one whose tool-set builds a test
+    holds.
     """
     settings = settings or load_settings()
     configure_logging(settings.server.log_level, settings.server.log_format)
@@ -108,6 +111,7 @@ def create_app(
             clock=clock,
             rng=rng,
             tracing=tracing,
+            build_lane=build_lane,
         )
         # Before ready: the first plan request is then no slower than the tenth.
         await runtime.warm_up()

@@ -17,7 +17,12 @@ from fastapi.routing import APIRoute
 from planner_arm.api.auth import KeyCheck, RequestRates
 from planner_arm.api.middleware import is_json_media_type
 from planner_arm.api.openapi.responses import MAX_IDEMPOTENCY_KEY_CHARS
-from planner_arm.errors import InvalidIdempotencyKey, NotReady, UnsupportedMediaType
+from planner_arm.errors import (
+    InvalidIdempotencyKey,
+    NotReady,
+    RequestRejected,
+    UnsupportedMediaType,
+)
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.principal import ANONYMOUS, Principal
 from planner_arm.service.service import PlanService
@@ -115,21 +120,47 @@ PlanningDep = Annotated[Caller, Depends(planning_caller)]
 
 class JSONBodyRoute(APIRoute):
     """A route whose body must be declared as JSON: anything else is a 415 that says so,
-    rather than a 422 about a string that is not an object."""
+    rather than a 422 about a string that is not an object. A body that brings tools, from a
+    caller with its most requests waiting for tool sets to be built, is refused before it is
+    parsed (`tool_set_admitted`)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handle = super().get_route_handler()
 
         async def handle_json(request: Request) -> Response:
             content_type = request.headers.get("content-type", "")
-            if not is_json_media_type(content_type) and await request.body():
+            body = await request.body()
+            if not is_json_media_type(content_type) and body:
                 raise UnsupportedMediaType(
                     "The body must be JSON, sent with content-type: application/json "
                     f"(this one was {'sent as ' + content_type if content_type else 'untyped'})."
                 )
+            if _TOOLS_KEY in body:
+                tool_set_admitted(request)
             return await handle(request)
 
         return handle_json
+
+
+# How a body that brings tools names them (inside a JSON string a quote is escaped).
+_TOOLS_KEY = b'"tools"'
+
+
+def tool_set_admitted(request: Request) -> None:
+    """ToolSetsBusy for a request bringing tools whose principal has its most requests
+    waiting for tool sets to be built: parsing and checking a large tool set is most of what
+    such a request costs the event loop, so a caller flooding new sets within its rate is
+    refused before that. A missing or wrong key is left to `planning_caller`, which counts
+    it against the client's address once."""
+    readiness = readiness_of(request)
+    if readiness.state != "ready":
+        return
+    try:
+        principal = readiness.keys.keys.principal_for(request)
+    except RequestRejected:
+        return
+    runtime: Runtime = request.state.runtime
+    runtime.plans.admit_tool_set(principal)
 
 
 StreamFormat = Literal["sse", "ndjson"]

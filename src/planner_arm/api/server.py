@@ -22,8 +22,12 @@ from planner_arm.logging import uvicorn_log_config
 
 # Collect the youngest generation after 20,000 allocations rather than 700: a request makes
 # thousands of short-lived objects (pydantic models, dicts, the SDK's), and the default
-# collects many times per request for little.
-_GC_THRESHOLDS = (20_000, 20, 50)
+# collects many times per request for little. The middle one every 2 of those rather than
+# 20: what survives them (a tool set being built, the parsed tools of requests waiting for a
+# build) is walked by each middle collection, which holds the interpreter meanwhile, and 20
+# let it grow to pauses of 120 ms under a flood of new tool sets (30 ms at 2). The oldest
+# after 500 middle ones, so whole-heap collections come as seldom as before.
+_GC_THRESHOLDS = (20_000, 2, 500)
 # How long a thread that wants the interpreter waits before the one running Python is made to
 # give it up (Python's default: 5 ms).
 _SWITCH_SECONDS = 0.001

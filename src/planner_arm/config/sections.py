@@ -351,11 +351,17 @@ class ToolSetSettings(Section):
     # same tool: at most this many bytes.
     shared_bytes: int = Field(8 * 1024 * 1024, ge=0, le=16 * 1024**3)
     # Tool sets (and their search indexes) built at once in the process, and by one
-    # principal; a principal's next build waits for one of its own to end, within its
-    # request's deadline, else 429 `tool_sets_busy`. Builds are Python code under the
-    # interpreter lock: a second at once takes turns with the first and the event loop.
+    # principal; a request waits for a build slot (a freed one goes to the principal served
+    # least recently) within its deadline, else 429 `tool_sets_busy`. Builds are Python code
+    # under the interpreter lock: a second at once takes turns with the first and the loop.
     max_builds: int = Field(1, ge=1, le=64)
     max_builds_per_principal: int = Field(1, ge=1, le=64)
+    # Requests waiting for their tool sets to be built (each holds its parsed tools): at most
+    # this many per principal, and this many in all past which only a principal below its
+    # share of them is let in; a request past its bound is refused at once, 429
+    # `tool_sets_busy`.
+    max_waiting_per_principal: int = Field(8, ge=1, le=10_000)
+    max_waiting: int = Field(32, ge=1, le=100_000)
 
 
 class StoreSettings(Section):

@@ -61,10 +61,13 @@ class ToolWords:
         self._verbs = {
             spec.id: stem(verb) for spec in specs if (verb := name_parts(spec.id)[0]) is not None
         }
-        self._having: dict[str, list[str]] = {}
+        having: dict[str, list[str]] = {}
         for tool, stems in self._words.items():
             for word in stems:
-                self._having.setdefault(word, []).append(tool)
+                having.setdefault(word, []).append(tool)
+        # Tuples of strings, which the garbage collector stops tracking: a set keeps one per
+        # distinct word, and a full collection would walk them all, holding the interpreter.
+        self._having = {word: tuple(tools) for word, tools in having.items()}
         top = math.log(1 + (len(specs) - 0.5) / 1.5)
         self._weight = {
             word: math.log(1 + (len(specs) - len(tools) + 0.5) / (len(tools) + 0.5)) / top

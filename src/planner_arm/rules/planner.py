@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import cache, cached_property
+from dataclasses import dataclass, field
+from functools import cache, partial
 from typing import Any, NamedTuple
 
 from planner_arm.config import PlanningSettings, WorkedExample
@@ -31,7 +31,9 @@ from planner_arm.plan.budget import budget_figures, budget_problems
 from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan, DraftStep
 from planner_arm.plan.schemas import Budget, PlanRequest, PlanStep
+from planner_arm.plan.tool_graph import ToolGraph
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
+from planner_arm.plan.weighed import BuildLane, Lazy
 from planner_arm.rules.goals import (
     CLAUSE_END,
     DOC_NOUNS,
@@ -376,13 +378,22 @@ class RuleBasedPlanner:
     confidence: float
     # The configured worked examples: with the tools, they make the tool graph.
     examples: Sequence[WorkedExample] = ()
+    # The lane a tool set's graph is built in.
+    lane: BuildLane | None = None
+    # A tool set's graph: built on first use, weighed, a part of its toolbox; None for agents.
+    graph: Lazy[ToolGraph] | None = field(init=False)
 
-    @cached_property
+    def __post_init__(self) -> None:
+        tools = self.resolver.index is not None
+        build = partial(ToolGraph.build, self.resolver.arms, self.examples)
+        self.graph = Lazy(build, self.lane) if tools else None
+
+    @property
     def tools(self) -> ToolPlanner | None:
         """The tool planner of a tool set (its graph built on first use), None for agents."""
-        if self.resolver.index is None:
+        if self.graph is None:
             return None
-        return ToolPlanner.over(self.resolver, self.examples)
+        return ToolPlanner(self.resolver, self.graph.get())
 
     def plan(self, request: PlanRequest, budget: Budget | None) -> tuple[DraftPlan, ValidPlan]:
         """The rule-based plan of `request` that fits `budget` (BudgetExceeded when none)."""

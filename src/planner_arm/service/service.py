@@ -142,6 +142,12 @@ class PlanService:
             clock=self.clock,
         )
 
+    def admit_tool_set(self, principal: Principal) -> None:
+        """ToolSetsBusy when the principal, or the service, has its most requests waiting for
+        their tool sets to be built: asked before a request's body is read, since reading a
+        large tool set is most of what a refused request costs."""
+        self.toolboxes.slots.admit(principal.id)
+
     def _records(self, principal: Principal) -> Records:
         """The principal's records, within a deadline built now: one per request."""
         return Records(self.guard, principal, Deadline(self.timeout_seconds, self.clock))
@@ -161,7 +167,7 @@ class PlanService:
         async with toolboxes.held(
             request, records.owner.id, records.deadline, streamed=streamed
         ) as box:
-            toolbox = await toolboxes.for_request(request, box)
+            toolbox = await toolboxes.for_request(request, box, records.owner.id, records.deadline)
             if listener is not None:
                 listener.check_with(toolbox.resolver, toolbox.rules)
             cap = request.budget.max_llm_usd if request.budget is not None else None
@@ -178,6 +184,8 @@ class PlanService:
         principal: Principal = ANONYMOUS,
     ) -> PlanResponse:
         records = self._records(principal)
+        if request.tools is not None:  # read before the cache's key names them
+            await self.toolboxes.tool_set(request)
 
         async def planned() -> PlanResponse:
             async with self._held(request, request_id, records, listener) as job:

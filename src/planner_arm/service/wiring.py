@@ -11,6 +11,7 @@ spans.
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field
 from importlib.metadata import version as package_version
@@ -25,6 +26,7 @@ from planner_arm.llm.client import LLMClient, build_http_client, rehearse_model_
 from planner_arm.llm.guarded import GuardedLLM
 from planner_arm.llm.retry import RetryPolicy
 from planner_arm.metrics import PlannerMetrics
+from planner_arm.plan.weighed import BuildLane
 from planner_arm.rules.planner import RuleBasedPlanner
 from planner_arm.service.cache import CachingPlanner, settings_fingerprint
 from planner_arm.service.idempotency import Idempotency
@@ -97,7 +99,11 @@ class Runtime:
         await self.store.close()
 
 
+@functools.cache
 def service_version() -> str:
+    """The installed version, read once: reading the package metadata stats the files of
+    every path entry, and each call gives up the interpreter lock to any worker thread
+    (every `/health` names the version)."""
     return package_version("planner-arm")
 
 
@@ -193,17 +199,19 @@ def build_runtime(
     clock: Clock | None = None,
     rng: random.Random | None = None,
     tracing: Tracing = NO_TRACING,
+    build_lane: BuildLane | None = None,
 ) -> Runtime:
     """The whole object graph for `settings`. `http_client`, `clock` and `rng` are for tests:
     a client whose calls respx can see, a fake clock, a seeded source of backoff jitter.
-    `tracing` is the process's tracer provider (the app starts it; none by default)."""
+    `tracing` is the process's tracer provider (the app starts it; none by default);
+    `build_lane` the lane tool-set builds take (tests hold its builds)."""
     metrics = metrics or service_metrics(settings, service_version())
     clock = clock or Clock()
     rng = rng or random.Random()  # noqa: S311 - backoff jitter, not a secret
     llm = _llm_client(settings, http_client, tracing) if settings.llm_enabled else None
     models = _model_chain(settings, llm, metrics, clock, rng)
     answers = Answers(models, FallbackGate(settings.fallback.enabled, metrics), tracing.tracer())
-    toolboxes = Toolboxes(settings, metrics)
+    toolboxes = Toolboxes(settings, metrics, build_lane)
     configured = toolboxes.configured
     flat = FlatPlanner(answers=answers, example_texts=example_texts())
     subplans = SubPlanner(answers)

@@ -13,6 +13,8 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from anyio import to_thread
+
 from planner_arm.llm.chain import Mendable, Question
 from planner_arm.llm.client import Completion
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
@@ -61,7 +63,11 @@ class FlatPlanner:
     async def plan(self, job: Job[PlanRequest]) -> PlanResponse:
         """A plan for the job's request; its listener watches the model's answers being
         written."""
-        answer = await first_answer(self.answers, self.question(job), job)
+        # A tool set's question holds its rule-based draft, CPU work that grows with the set:
+        # off the event loop.
+        tool_set = job.toolbox.rule_based.graph is not None
+        question = await to_thread.run_sync(self.question, job) if tool_set else self.question(job)
+        answer = await first_answer(self.answers, question, job)
         return respond(answer, job, PROMPT_VERSION)
 
     def question(self, job: Job[PlanRequest]) -> Question[PlanAnswer]:

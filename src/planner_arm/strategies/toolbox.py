@@ -8,13 +8,16 @@ tools, the prompt lists only the tools relevant to the request; the resolver sti
 all. What a request plans with, its `RequestToolbox` (the prompt listing its shortlist, its
 worked examples, its answer schema), is resolved once per request (`Toolboxes.for_request`).
 
-A tool set's toolbox is light until it is used: its search index, its lexicon and its full
-prompt are each built on first use (`Lazy`), and the words of each tool are shared with every
-other set that has the same tool (`ToolMemo`). Every build runs in a worker thread, at most
-`tool_sets.max_builds` at once and `max_builds_per_principal` for one principal, an identical
-build in flight is awaited rather than repeated, and the sets kept are bounded by their
-measured bytes (`KeptToolSets`). A request holds its tool set's toolbox while it plans
-(`Toolboxes.held`), and its job what it plans with (`Toolboxes.for_request`).
+A tool set's toolbox is light until it is used: its search index and tool graph (which
+every request over the set uses, so they are built with it), its lexicon and its full prompt
+are each built on first use (`Lazy`), and the words of each tool are shared with every other
+set that has the same tool (`ToolMemo`). Every piece of tool-set work (a build, a part, the
+ranking for one request) runs in a worker thread in a build slot (`BuildSlots`: a fair share
+of `tool_sets.max_builds`, within the request's deadline), an identical build in flight is
+awaited rather than repeated, the requests waiting for a build are bounded per principal, and
+the sets kept are bounded by their measured bytes (`KeptToolSets`). A request holds its tool
+set's toolbox while it plans (`Toolboxes.held`), and its job what it plans with
+(`Toolboxes.for_request`).
 """
 
 from __future__ import annotations
@@ -41,11 +44,9 @@ from planner_arm.plan.validation import PlanRules, profile_of
 from planner_arm.plan.weighed import BuildLane, Lazy, SharedWork, ToolMemo, deep_size
 from planner_arm.rules.planner import RuleBasedPlanner
 from planner_arm.strategies.answer_schemas import plan_json_schema, tools_json_schema
+from planner_arm.strategies.build_slots import BUSY_RETRY_SECONDS, BuildSlots
 from planner_arm.strategies.kept_tool_sets import KeptToolSets
 from planner_arm.strategies.prompts import Opening, plan_opening, tools_opening
-
-# What a caller that found every build slot of its own taken is told to wait before a retry.
-BUSY_RETRY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,19 @@ class Toolbox:
 
     @property
     def parts(self) -> tuple[Lazy[Any], ...]:
-        """The parts built on first use: the full prompt, the lexicon, the search index."""
-        index = self.resolver.index
+        """The parts built on first use: the full prompt, the lexicon; a tool set's search
+        index and tool graph."""
         found: tuple[Lazy[Any], ...] = (self.prompt, self.resolver.lexicon)
-        return found if index is None else (*found, index.retriever)
+        return (*found, *self.tool_parts)
+
+    @property
+    def tool_parts(self) -> tuple[Lazy[Any], ...]:
+        """The parts every request over a tool set uses (the rule-based draft ranks its tools
+        with the index and links them with the graph): none for the configured agents."""
+        index, graph = self.resolver.index, self.rule_based.graph
+        if index is None or graph is None:
+            return ()
+        return (index.retriever, graph)
 
     @property
     def weight(self) -> int:
@@ -80,13 +90,10 @@ class Toolbox:
         return self.base_weight + sum(part.weight for part in self.parts if part.built)
 
     def parts_for(self, *, streamed: bool) -> tuple[Lazy[Any], ...]:
-        """The parts a request will use on the event loop, so they are built before: the
-        index that picks a large tool set's shortlist; every part for a streamed answer,
-        whose steps are checked as they are written."""
-        if streamed:
-            return self.parts
-        index = self.resolver.index
-        return (index.retriever,) if index is not None and self.shortlists else ()
+        """The parts a request will use on the event loop, so they are built before: a tool
+        set's index and graph; every part for a streamed answer, whose steps are checked as
+        they are written."""
+        return self.parts if streamed else self.tool_parts
 
     @property
     def shortlists(self) -> bool:
@@ -193,6 +200,7 @@ def build_toolbox(
     notes = examples.notes(ids) if tools else None
     resolver = ArmResolver(arms, aliases, tools=tools, tool_notes=notes, shared=shared)
     not_its_own: tuple[object, ...] = (planning, examples, examples.examples)
+    lane = shared.lane if shared is not None else None
     if shared is not None:
         not_its_own += (shared, shared.memo, shared.lane)
     if tools:
@@ -210,8 +218,8 @@ def build_toolbox(
         arms=tuple(arms),
         resolver=resolver,
         rules=rules,
-        rule_based=RuleBasedPlanner(planning, resolver, rules, confidence, examples.examples),
-        prompt=Lazy(prompt, shared.lane if shared is not None else None),
+        rule_based=RuleBasedPlanner(planning, resolver, rules, confidence, examples.examples, lane),
+        prompt=Lazy(prompt, lane),
         shortlist_size=planning.tool_shortlist,
         examples=examples,
         example_count=planning.tool_examples,
@@ -229,46 +237,6 @@ def _tool_set_of(request: PlanRequest) -> tuple[str, list[ArmSpec]]:
     tool_set = request.tool_set
     assert tool_set is not None  # the request brings tools
     return tool_set
-
-
-class _BuildSlots:
-    """How many tool-set builds each principal runs now: at most `per_principal`; the next
-    waits for one of its own to end, within its request's deadline."""
-
-    def __init__(self, per_principal: int) -> None:
-        self._per_principal = per_principal
-        self._slots: dict[str, tuple[asyncio.Semaphore, int]] = {}
-
-    async def take(self, owner: str, deadline: Deadline) -> None:
-        slots, users = self._slots.get(owner) or (asyncio.Semaphore(self._per_principal), 0)
-        self._slots[owner] = (slots, users + 1)
-        try:
-            if slots.locked():
-                async with asyncio.timeout(deadline.remaining()):
-                    await slots.acquire()
-            else:
-                await slots.acquire()  # free: returns at once
-        except BaseException as error:
-            self._let_go(owner)
-            if isinstance(error, TimeoutError):
-                raise ToolSetsBusy(
-                    f"this caller's {self._per_principal} tool-set build(s) at once are all "
-                    "in use, and none ended before the request's deadline: send fewer new "
-                    "tool sets at once",
-                    retry_after=BUSY_RETRY_SECONDS,
-                ) from None
-            raise
-
-    def give_back(self, owner: str) -> None:
-        self._slots[owner][0].release()
-        self._let_go(owner)
-
-    def _let_go(self, owner: str) -> None:
-        slots, users = self._slots[owner]
-        if users == 1:
-            del self._slots[owner]  # nobody building or waiting: nothing to remember
-        else:
-            self._slots[owner] = (slots, users - 1)
 
 
 class Toolboxes:
@@ -299,20 +267,35 @@ class Toolboxes:
         lane = lane or BuildLane(tool_sets.max_builds)
         self.shared = SharedWork(ToolMemo(tool_sets.shared_bytes), lane)
         self.kept: KeptToolSets[Toolbox] = KeptToolSets(tool_sets.max_kept, tool_sets.max_bytes)
-        self._slots = _BuildSlots(tool_sets.max_builds_per_principal)
+        self.slots = BuildSlots(
+            tool_sets.max_builds,
+            tool_sets.max_builds_per_principal,
+            tool_sets.max_waiting_per_principal,
+            tool_sets.max_waiting,
+        )
         self._building: dict[str, asyncio.Task[Toolbox]] = {}
         if metrics is not None:
             kept = self.kept
             metrics.tool_sets_kept.set_function(lambda: len(kept))
             metrics.tool_sets_kept_bytes.set_function(lambda: kept.bytes)
 
-    async def for_request(self, request: PlanRequest, box: Toolbox) -> RequestToolbox:
+    async def tool_set(self, request: PlanRequest) -> tuple[str, list[ArmSpec]]:
+        """The request's tools as arms and their digest (made once per request), read in a
+        worker thread: CPU work that grows with the tool set."""
+        if "tool_set" in request.__dict__:  # read already
+            return _tool_set_of(request)
+        return await to_thread.run_sync(_tool_set_of, request)
+
+    async def for_request(
+        self, request: PlanRequest, box: Toolbox, owner: str, deadline: Deadline
+    ) -> RequestToolbox:
         """What `request` plans with from `box`, the toolbox it holds (`held`), resolved once
-        for its job: for a tool set, in the lane of tool-set work, since choosing a shortlist
+        for its job: for a tool set, in a build slot of `owner`'s, since choosing a shortlist
         and worked examples grows with the set."""
         if box.resolver.index is None:
             return box.plain
-        return await to_thread.run_sync(self.shared.lane.run, box.resolved, request)
+        async with self.slots.slot(owner, deadline):
+            return await to_thread.run_sync(self.shared.lane.run, box.resolved, request)
 
     @asynccontextmanager
     async def held(
@@ -324,14 +307,14 @@ class Toolboxes:
         if request.tools is None:
             yield self.configured
             return
-        # The tools as arms and their digest: CPU work that grows with the tool set.
-        key, specs = await to_thread.run_sync(self.shared.lane.run, _tool_set_of, request)
-        box = await self._ready(key, specs, owner, deadline)
+        key, specs = await self.tool_set(request)
+        box = self.kept.hold(key) or await self._built(key, specs, owner, deadline)
         try:
             await self._free_evicted()
             parts = [part for part in box.parts_for(streamed=streamed) if not part.built]
             if parts:
-                await to_thread.run_sync(_build_parts, parts)
+                async with self.slots.waiting(owner), self.slots.slot(owner, deadline):
+                    await to_thread.run_sync(self.shared.lane.run, _build_parts, parts)
             yield box
         finally:
             self.kept.release(key, box.weight)
@@ -345,27 +328,46 @@ class Toolboxes:
         if evicted:
             await to_thread.run_sync(evicted.clear)
 
+    async def _built(
+        self, key: str, specs: Sequence[ArmSpec], owner: str, deadline: Deadline
+    ) -> Toolbox:
+        """The tool set's toolbox, held, once built; the request counted meanwhile among its
+        principal's waiting for a build."""
+        async with self.slots.waiting(owner):
+            return await self._ready(key, specs, owner, deadline)
+
     async def _ready(
         self, key: str, specs: Sequence[ArmSpec], owner: str, deadline: Deadline
     ) -> Toolbox:
         """The tool set's toolbox, held: kept, being built for another request, or built
-        now within the owner's share of builds."""
+        now in a build slot of the owner's; ToolSetsBusy when the deadline comes first."""
         while True:
             box = self.kept.hold(key)
             if box is not None:
                 return box
             building = self._building.get(key)
             if building is None:
-                await self._slots.take(owner, deadline)
+                await self.slots.take(owner, deadline)
                 if key in self.kept or key in self._building:  # built while this one waited
-                    self._slots.give_back(owner)
+                    self.slots.give_back(owner)
                     continue
                 building = asyncio.create_task(self._build(key, specs, owner))
                 self._building[key] = building
-            box = await asyncio.shield(building)
+            try:
+                async with asyncio.timeout(deadline.remaining()):
+                    # Shielded: the build goes on for the next request, kept.
+                    box = await asyncio.shield(building)
+            except TimeoutError:
+                raise ToolSetsBusy(
+                    "the request's tool set was still being built at its deadline: it is "
+                    "kept once built, so the same tools sent again are planned with at once",
+                    retry_after=BUSY_RETRY_SECONDS,
+                ) from None
             return self.kept.put(key, box, owner, box.weight, held=True)
 
     async def _build(self, key: str, specs: Sequence[ArmSpec], owner: str) -> Toolbox:
+        """The set built with the parts every request over it uses, in the slot the owner
+        took; kept for the next request even when the one that asked for it has gone."""
         try:
             build = functools.partial(
                 build_toolbox,
@@ -376,10 +378,11 @@ class Toolboxes:
                 self._examples,
                 self.shared,
             )
-            box = await to_thread.run_sync(self.shared.lane.run, build)
+            lane = self.shared.lane
+            box = await to_thread.run_sync(lane.run, build)
+            await to_thread.run_sync(lane.run, _build_parts, box.tool_parts)
         finally:
-            self._slots.give_back(owner)
+            self.slots.give_back(owner)
             del self._building[key]
-        # Kept for the next request even when the one that asked for it has gone.
         self.kept.put(key, box, owner, box.weight)
         return box
