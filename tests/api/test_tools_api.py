@@ -389,3 +389,21 @@ async def test_the_requests_worked_examples_link_the_rule_based_steps() -> None:
         )
     assert _steps(alone) == [("plan_meals", []), ("order_groceries", [])]
     assert _steps(taught.json()) == [("plan_meals", []), ("order_groceries", [1])]
+
+
+@pytest.mark.parametrize("text", ["0", "x", "!!"])
+async def test_a_tool_set_with_no_word_to_index_is_planned(text: str) -> None:
+    tools = [{"id": text, "description": text}, {"id": f"{text}!", "description": text}]
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post("/plan", json={"goal": "Do it", "tools": tools})
+    assert response.status_code == 200, response.text
+    assert {step["required_arm"] for step in response.json()["plan"]} <= {text, f"{text}!"}
+
+
+async def test_worked_examples_with_no_word_to_index_are_read() -> None:
+    tools = [{"id": "0", "description": "0"}]
+    examples = [{"request": "0", "steps": [{"tool": "0"}]}]
+    request = {"goal": "Do it", "tools": tools, "examples": examples}
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post("/plan", json=request)
+    assert response.status_code == 200, response.text

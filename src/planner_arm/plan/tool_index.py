@@ -126,11 +126,7 @@ class ExampleIndex:
     def _retriever(self) -> bm25s.BM25 | None:
         if not self.examples:
             return None
-        retriever = _bm25().BM25()
-        retriever.index(
-            _tokens([example.request for example in self.examples]), show_progress=False
-        )
-        return retriever
+        return _indexed(_tokens([example.request for example in self.examples], ids=False))
 
     def notes(self, tool_ids: Sequence[str]) -> dict[str, list[str]]:
         """For each of these tools, the requests of the examples that call it (examples over
@@ -180,10 +176,23 @@ def _retriever(
     documents = [
         " ".join([name_words(spec.id), spec.description, *notes.get(spec.id, ())]) for spec in specs
     ]
-    retriever = _bm25().BM25()
-    retriever.index(_document_tokens(documents, memo), show_progress=False)
+    retriever = _indexed(_document_tokens(documents, memo))
     # Only `retrieve` reads this set of every token id; scoring goes through `get_scores`.
     retriever.unique_token_ids_set = None
+    return retriever
+
+
+_NO_WORDS = "\x00"
+
+
+def _indexed(tokens: Sequence[Sequence[str]]) -> bm25s.BM25:
+    """BM25 over documents given as their words. When none has a word the index counts (a
+    caller's tools or examples all named "0" or "x"), each gets one no query can hold: the
+    library cannot index an empty vocabulary, and every score is then 0, as it should be."""
+    if not any(tokens):
+        tokens = [(_NO_WORDS,)] * len(tokens)
+    retriever = _bm25().BM25()
+    retriever.index(list(tokens), show_progress=False)
     return retriever
 
 
