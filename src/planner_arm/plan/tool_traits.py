@@ -5,16 +5,30 @@ gives ids out. Read, strongest first:
 
 - what it declares: `consumes` and `produces` (a declared type that is not an id, `text`,
   `image`, links steps but is something a caller can give, so no step is added to make it);
-- its input schema: a property `movie_id` (or `movieId`) is a movie id, the required ones
-  first; a property `id` is an id of what the tool's name is about;
+- its input schema: a required property `movie_id` (or `movieId`) is a movie id it needs; a
+  property `id` is an id of what the tool's name is about. Local `$ref`s are followed
+  (pydantic puts nested models under `$defs`); nothing outside the schema is read;
+- its output schema (an MCP tool's `outputSchema`): the ids it holds, at any level of its
+  objects and lists, are yielded (`{"books": [{"book_id": ...}]}` yields books), and its
+  property names are the fields its result holds (`author`, `due_date`);
 - its description: an id mentioned after "by", "for", "given", "with", "based on" ... is
   needed ("Get the cast of a movie by its movie id"), one after "return", "yield", "get" ...
   is yielded ("Search movies by title and return their ids"); "its" and "their" (and a bare
   "by id") stand for the noun before them that the tool's name puts first, else the nearest
-  noun, skipping the "by title" kind of phrase that says how the tool is asked;
+  noun, skipping the "by title" kind of phrase that says how the tool is asked. A schema
+  outranks the words: when the input schema lists its properties, the tool needs the ids
+  those name and no other, and an id the description names that the inputs do not is one
+  the tool gives out ("returns matching books with their book_id");
 - its name: a tool that searches, finds, lists or queries (`SearchCollection`,
-  `flight_search`) yields what it is about; a tool named for plural things
-  (`GetTrendingMovies`) lists them.
+  `flight_search`, or a description that opens so: "Look up a member by e-mail") yields what
+  it is about; a tool named for plural things (`GetTrendingMovies`) lists them.
+
+A tool *writes* when it changes something: annotated `destructiveHint: true` or
+`readOnlyHint: false`, or, with no hint (most tools), when its name's verb (or, for a name
+with no verb, its description's first word) creates, places, renews, cancels, deletes,
+updates, sends, orders, books or pays (`WRITE_VERBS`); `readOnlyHint: true` says it does not.
+A write tool is planned when a request asks for it, and never added to make what another
+step needs.
 
 Entities are keyed by their noun's stem (`movies` and `movie` are one entity), so what one
 tool yields is found as what another needs. Only the tool's own text is read here; the tool
@@ -30,6 +44,7 @@ from typing import Any
 
 from planner_arm.limits import ArmSpec
 from planner_arm.plan.lexicon import STOPWORDS, stem, word_set
+from planner_arm.tool_schema import SchemaProblem, reference_targets
 
 ID_WORDS = word_set("id ids identifier identifiers")
 # Words of a tool name (as stems) that say it looks things up: it yields what it finds.
@@ -44,20 +59,36 @@ ACQUIRE_WORDS = frozenset(
     stem(word)
     for word in word_set("book booking reserve reservation buy purchase rent rental hire")
 )
-# Action words of tool names, so what a name is about can be told from what it does.
-ACTION_WORDS = frozenset(
+# Verbs (as stems) of tools that change something: a tool whose name acts so writes.
+WRITE_VERBS = frozenset(
     stem(word)
     for word in word_set(
-        "get fetch retrieve read show view describe create add new make build generate update "
-        "edit modify change set delete del remove cancel cancelling cancellation refund post "
-        "send notify share book booking reserve order place pay buy purchase sell transfer "
-        "check verify validate track tracking run start stop open close schedule reschedule "
-        "rescheduling upload download export import convert translate summarize summarise "
-        "analyze analyse count calculate compute predict recommend compare play record save "
-        "write apply submit approve reject assign login log sign register rent issue merge "
-        "changing modification inquiry request query search find lookup look list listing "
-        "reservation rental hire discover browse locate"
+        "create add insert register update edit modify change set delete del remove cancel "
+        "cancelling cancellation refund post send notify share book booking reserve "
+        "reservation order place pay buy purchase sell transfer submit approve reject assign "
+        "rent rental hire issue renew schedule reschedule rescheduling upload save write apply "
+        "invite subscribe unsubscribe archive move rename reset mark enroll enrol charge "
+        "deposit withdraw publish reply forward close lock unlock enable disable deploy start "
+        "stop restart checkout"
     )
+)
+# Action words of tool names, so what a name is about can be told from what it does.
+ACTION_WORDS = (
+    frozenset(
+        stem(word)
+        for word in word_set(
+            "get fetch retrieve read show view describe create add new make build generate update "
+            "edit modify change set delete del remove cancel cancelling cancellation refund post "
+            "send notify share book booking reserve order place pay buy purchase sell transfer "
+            "check verify validate track tracking run start stop open close schedule reschedule "
+            "rescheduling upload download export import convert translate summarize summarise "
+            "analyze analyse count calculate compute predict recommend compare play record save "
+            "write apply submit approve reject assign login log sign register rent issue merge "
+            "changing modification inquiry request query search find lookup look list listing "
+            "reservation rental hire discover browse locate"
+        )
+    )
+    | WRITE_VERBS
 )
 # Before an id: the id is asked for ("by its id", "for a customer id", "given the order id").
 _NEED_CUES = word_set(
@@ -69,6 +100,13 @@ _YIELD_CUES = word_set(
     "return returns returned returning yield yields give gives output outputs produce "
     "produces provide provides get gets obtain obtains fetch fetches retrieve retrieves find "
     "finds search searches list lists lookup"
+)
+# Cues that read as "holding" after a word that gives out: "returns books with their ids".
+_WEAK_NEED_CUES = word_set("with including")
+# Words that give out whatever follows them in the sentence.
+_GIVING_CUES = word_set(
+    "return returns returned returning yield yields give gives output outputs produce produces "
+    "provide provides"
 )
 _PRONOUNS = word_set("its their his her")
 # Words before an id that are not its noun ("by its id", "return ids").
@@ -107,6 +145,10 @@ class ToolTraits:
     # The needs only its name suggests (the tool graph adds them): weaker evidence, which
     # worked examples can overrule.
     guessed: frozenset[str] = frozenset()
+    # It changes something (see the module's docstring).
+    writes: bool = False
+    # The stems of the field names its result holds (its output schema's properties).
+    fields: frozenset[str] = frozenset()
 
     def fetched_needs(self) -> list[str]:
         """The needs a step may be added for, most essential first."""
@@ -141,7 +183,8 @@ def read_traits(spec: ArmSpec) -> ToolTraits:
     verb, about = name_parts(spec.id)
     content = [word for word in about if word not in _NOT_ABOUT and not word.isdigit()]
     about_keys = tuple(dict.fromkeys(entity_key(word) for word in content))
-    finder = verb is not None and stem(verb) in FIND_WORDS
+    acting = stem(verb) if verb is not None else _opening_verb(spec.description)
+    finder = acting is not None and acting in FIND_WORDS
     needs, fetched, yields, identified = _ids(spec, about_keys)
     # A finder yields what it finds; a tool named for plural things lists them.
     if about_keys and (finder or _plural(content[-1])):
@@ -154,7 +197,37 @@ def read_traits(spec: ArmSpec) -> ToolTraits:
         about=about_keys,
         identified=frozenset(identified),
         acquires=verb is not None and stem(verb) in ACQUIRE_WORDS,
+        writes=writes(spec, acting),
+        fields=frozenset(stem(word) for word in output_words(spec)),
     )
+
+
+def output_words(spec: ArmSpec) -> list[str]:
+    """The words of the field names a tool's result holds (its output schema's properties, a
+    few levels down), in order, once each."""
+    names = _property_names(spec.output_schema, _Refs(spec.output_schema), False, 3)
+    found = (word for name in names for word in tokens(name))
+    return list(dict.fromkeys(w for w in found if w not in _SENTENCE_END and w not in STOPWORDS))
+
+
+def writes(spec: ArmSpec, acting: str | None = None) -> bool:
+    """Whether a tool changes something (see the module's docstring); `acting`: the stem of
+    the verb its name (else its description) opens with, when already read."""
+    hints = spec.annotations or {}
+    if hints.get("readOnlyHint") is True:
+        return False
+    if hints.get("destructiveHint") is True or hints.get("readOnlyHint") is False:
+        return True
+    if acting is None:
+        verb = name_parts(spec.id)[0]
+        acting = stem(verb) if verb is not None else _opening_verb(spec.description)
+    return acting is not None and acting in WRITE_VERBS
+
+
+def _opening_verb(description: str) -> str | None:
+    """The stem of the action word a description opens with ("Look up a member": look)."""
+    words = [word for word in tokens(description) if word not in _SENTENCE_END][:1]
+    return stem(words[0]) if words and stem(words[0]) in ACTION_WORDS else None
 
 
 def _ids(spec: ArmSpec, about: Sequence[str]) -> tuple[list[str], list[str], list[str], set[str]]:
@@ -163,6 +236,9 @@ def _ids(spec: ArmSpec, about: Sequence[str]) -> tuple[list[str], list[str], lis
     declared = [_resource(resource) for resource in spec.consumes]
     produced = [_resource(resource) for resource in spec.produces]
     described_needs, described_yields = described_ids(spec.description, about)
+    if _property_names(spec.input_schema, _Refs(spec.input_schema), False, 0):
+        # The schema says what the tool takes; the words say more only of what it gives.
+        described_needs = []
     fetched = [key for key, is_id in declared if is_id]
     fetched += [*_schema_ids(spec.input_schema, about, required_only=True), *described_needs]
     needs = [*(key for key, _ in declared), *fetched]
@@ -191,7 +267,7 @@ def _schema_ids(
     """The ids a schema's properties name (`movie_id`). An input schema's: only the required
     ones when it says which. An output schema's: every one, in its objects and the items of
     its lists too (a search yields `{"results": [{"movie_id": ...}]}`)."""
-    names = _property_names(schema, required_only, depth=0 if required_only else 3)
+    names = _property_names(schema, _Refs(schema), required_only, 0 if required_only else 3)
     keys: list[str] = []
     for name in names:
         words = [word for word in tokens(name) if word not in _SENTENCE_END]
@@ -204,13 +280,54 @@ def _schema_ids(
     return keys
 
 
-def _property_names(schema: Any, required_only: bool, depth: int) -> list[str]:
+class _Refs:
+    """The local references of one schema and what each points at (none for a schema whose
+    references cannot be followed: a request's schemas were checked when they came in)."""
+
+    def __init__(self, schema: Any) -> None:
+        try:
+            self.targets = reference_targets(schema) if _has_ref(schema) else {}
+        except SchemaProblem:
+            self.targets = {}
+
+    def followed(self, schema: Any) -> Any:
+        """`schema` with its reference followed (a few hops), and the one object or list
+        branch of an `anyOf`/`oneOf` (an optional field: the value or null)."""
+        for _ in range(4):
+            if not isinstance(schema, Mapping):
+                return schema
+            ref = schema.get("$ref")
+            if isinstance(ref, str) and ref in self.targets:
+                schema = self.targets[ref]
+                continue
+            branches = [
+                branch
+                for keyword in ("anyOf", "oneOf", "allOf")
+                if isinstance(schema.get(keyword), list)
+                for branch in schema[keyword]
+                if isinstance(branch, Mapping) and branch.get("type") != "null"
+            ]
+            if "properties" not in schema and "items" not in schema and len(branches) == 1:
+                schema = branches[0]
+                continue
+            return schema
+        return schema
+
+
+def _has_ref(schema: Any) -> bool:
+    return isinstance(schema, Mapping) and "$ref" in str(schema)
+
+
+def _property_names(schema: Any, refs: _Refs, required_only: bool, depth: int) -> list[str]:
     """The property names of an object schema, and (`depth` levels down) of the objects it
-    holds and the items of its lists."""
+    holds and the items of its lists, references followed."""
+    schema = refs.followed(schema)
     if not isinstance(schema, Mapping):
         return []
     if isinstance(schema.get("items"), Mapping):
-        schema = schema["items"]
+        schema = refs.followed(schema["items"])
+        if not isinstance(schema, Mapping):
+            return []
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
         return []
@@ -220,7 +337,7 @@ def _property_names(schema: Any, required_only: bool, depth: int) -> list[str]:
         names = [name for name in required if name in names]
     if depth > 0:
         for name in list(properties):
-            names += _property_names(properties[name], required_only, depth - 1)
+            names += _property_names(properties[name], refs, required_only, depth - 1)
     return names
 
 
@@ -258,7 +375,7 @@ def _referent(before: list[str], *, plural: bool, about: Sequence[str]) -> str |
     """What "its" or "their" (or a bare "by id") stands for: of the nouns of the sentence
     before it, the one the tool's name puts first ("GetCollectionImages": the collection),
     else the nearest (a plural one for "their")."""
-    candidates = _nouns_before(before)
+    candidates = _nouns_before(before, about)
     if plural:
         candidates = [word for word in candidates if _plural(word)] or candidates
     named = [word for word in candidates if entity_key(word) in about]
@@ -267,9 +384,10 @@ def _referent(before: list[str], *, plural: bool, about: Sequence[str]) -> str |
     return candidates[0] if candidates else None
 
 
-def _nouns_before(before: list[str]) -> list[str]:
+def _nouns_before(before: list[str], about: Sequence[str]) -> list[str]:
     """The words of the sentence that ends `before` that may be nouns, nearest first, but
-    not those that say how the tool is asked ("by title")."""
+    not those that say how the tool is asked ("by title"); an action word is one when the
+    tool's name is about it (`get_book`: "book")."""
     nouns: list[str] = []
     for index in range(len(before) - 1, -1, -1):
         word = before[index]
@@ -278,20 +396,27 @@ def _nouns_before(before: list[str]) -> list[str]:
         asked_by = index > 0 and before[index - 1] in _ASKED_BY
         if asked_by or not word.isalpha() or len(word) < 3 or word in _NOT_NOUNS:
             continue
-        if stem(word) not in ACTION_WORDS:
+        if stem(word) not in ACTION_WORDS or entity_key(word) in about:
             nouns.append(word)
     return nouns
 
 
 def _yielded(words: list[str], start: int) -> bool:
     """Whether the id whose phrase starts at `start` is given out rather than asked for: the
-    nearest cue word before it, within the sentence, says which (none: asked for)."""
-    for index in range(start - 1, max(start - 1 - _CUE_WINDOW, -1), -1):
+    nearest cue word before it, within the sentence, says which (none: asked for). "With"
+    says so only when no word before it in the sentence gives out: "returns matching books
+    with their book_id" gives ids out, "Get a book with its id" asks for one."""
+    weak = False
+    for index in range(start - 1, -1, -1):
         word = words[index]
         if word in _SENTENCE_END:
             break
-        if word in _NEED_CUES:
-            return False
-        if word in _YIELD_CUES:
+        if word in (_GIVING_CUES if weak else _YIELD_CUES):
             return True
+        if weak:
+            continue
+        if word in _WEAK_NEED_CUES:
+            weak = True
+        elif word in _NEED_CUES and index >= start - 1 - _CUE_WINDOW:
+            return False
     return False

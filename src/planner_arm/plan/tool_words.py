@@ -16,41 +16,69 @@ Domain only, no I/O; built once per tool set, with the tool graph.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from planner_arm.limits import ArmSpec
 from planner_arm.plan.lexicon import STOPWORDS, stem, word_set, words
-from planner_arm.plan.tool_traits import ACTION_WORDS, name_parts
+from planner_arm.plan.related_words import related_stems
+from planner_arm.plan.tool_traits import ACTION_WORDS, name_parts, output_words
 from planner_arm.plan.tools import REQUEST_VERBS
 
 HEAD, OBJECT = 1.5, 1.5
 VERB_MATCH, SAME_ACTION, OTHER_ACTION = 1.0, 1.0, 0.5
 DESCRIPTION = 0.6
+# A word of a tool's result only (a field name of its output schema: `author`).
+FIELD = 0.8
+# A word a piece does not have but relates to one it has ("wrote": author), as a share of
+# what the word it has counts.
+RELATED = 0.5
 VERB_STEMS = frozenset(stem(verb) for verb in REQUEST_VERBS) | ACTION_WORDS
-# Verbs that ask for the same action: one class a line.
+# Verbs that ask for the same action: one class a line (a verb may be in two: one orders a
+# pizza and a taxi).
 _VERB_CLASSES = (
     "search find look lookup query locate discover browse seek list",
     "get show view display fetch retrieve read see",
     "change modify update edit adjust alter amend reschedule rebook",
     "cancel delete del remove drop revoke",
     "create add new make open register write generate compose draft",
-    "book reserve booking reservation",
+    "book reserve booking reservation order hire rent",
     "buy purchase order",
-    "send email mail text message post notify tell inform forward share",
+    "send email mail text message post notify tell inform forward share remind",
     "check verify confirm validate",
     "pay repay settle",
     "start run launch execute",
     "restart reboot",
     "refund reimburse",
     "track trace follow monitor",
+    "renew extend",
+    "translate",
+    "summarize summarise",
+    "convert",
 )
-_CLASS_OF = {stem(verb): row for row, verbs in enumerate(_VERB_CLASSES) for verb in verbs.split()}
+_CLASSES_OF: dict[str, frozenset[int]] = {}
+for _row, _verbs in enumerate(_VERB_CLASSES):
+    for _verb in _verbs.split():
+        _CLASSES_OF[stem(_verb)] = _CLASSES_OF.get(stem(_verb), frozenset()) | {_row}
+# Verbs of a request that ask to be told or shown something: any tool that reads may do them.
+_READ_CLASSES = frozenset().union(
+    *(_CLASSES_OF[stem(verb)] for verb in ("find", "get", "check", "track"))
+)
+_READ_VERBS = frozenset(
+    stem(verb) for verb in word_set("know see show let help describe explain")
+)
 # Verbs of tool names that say little about the action: their object does (`send_email`).
 _ANY_ACTION = frozenset(
     stem(verb) for verb in word_set("send get set make do run use handle manage process")
 )
 # Words of a request that say nothing about which tool.
 _NOT_CONTENT = STOPWORDS | word_set("me my us our i we you your please help want need would like")
+_TELL_ME = re.compile(
+    r"^\s*(?:please\s+)?(?:tell|give|show)\s+(?:me|us)\b|^\s*(?:please\s+)?let\s+(?:me|us)\s+know\b",
+    re.IGNORECASE,
+)
+# Question words that ask for a kind of thing ("when": a date), read through the groups.
+_QUESTION_WORDS = word_set("who when where")
 
 
 class ToolWords:
@@ -81,15 +109,26 @@ class ToolWords:
         head = next((word for word, factor in weighed.items() if factor == HEAD), None)
         verb = self._verbs.get(tool)
         specific = verb is not None and verb not in _ANY_ACTION
-        same = specific and _verb_class(head) == _verb_class(verb)
+        same = specific and same_action(head, verb)
         total = 0.0
         for word, factor in weighed.items():
             if word in own:
                 counted = factor
                 if word == head and specific:
                     counted = SAME_ACTION if same else OTHER_ACTION
+                    if same and asks_to_read(head):
+                        # "Find" asks for any finder: the word in `find_member` says no more.
+                        counted = 0.0
                 total += self._weight[word] * counted * own[word]
         return total + (VERB_MATCH if same else 0.0)
+
+    def verb(self, tool: str) -> str | None:
+        """The stem of the action word of `tool`'s name, if it has one."""
+        return self._verbs.get(tool)
+
+    def says(self, tool: str, word: str) -> bool:
+        """Whether `tool`'s name or description has the word (a stem)."""
+        return word in self._words.get(tool, {})
 
     def strongest(self, piece: str, count: int) -> list[str]:
         """The `count` tools `piece` names most strongly (none that shares no word with it)."""
@@ -97,33 +136,62 @@ class ToolWords:
         return sorted(tools, key=lambda tool: -self.strength(piece, tool))[:count]
 
 
-def _verb_class(verb: str | None) -> str | int | None:
-    """The class of a verb's stem (the stem itself when it is in none)."""
-    return _CLASS_OF.get(verb, verb) if verb is not None else None
+def same_action(first: str | None, second: str | None) -> bool:
+    """Whether two verbs' stems ask for one action (the same stem, or a class in common)."""
+    if first is None or second is None:
+        return False
+    return first == second or bool(_CLASSES_OF.get(first, set()) & _CLASSES_OF.get(second, set()))
+
+
+def known_action(verb: str) -> bool:
+    """Whether a verb's stem is in a class of actions."""
+    return verb in _CLASSES_OF
+
+
+def asks_to_read(verb: str | None) -> bool:
+    """Whether a request's verb (a stem) asks to be told or shown something, which any tool
+    that reads may do ("find", "show", "tell me", "check")."""
+    return verb is None or verb in _READ_VERBS or bool(_CLASSES_OF.get(verb, set()) & _READ_CLASSES)
 
 
 def leading_verb(piece: str) -> str | None:
     """The verb a piece of a request opens with ("please book a flight": book), None when it
-    opens otherwise ("the check-out date on Monday")."""
-    content = [word for word in words(piece) if word not in _NOT_CONTENT]
+    opens otherwise ("the check-out date on Monday"); "tell me", "let me know" and "give me"
+    ask to find out."""
+    content = [word for word in words(_asked(piece)) if word not in _NOT_CONTENT]
     return content[0] if content and stem(content[0]) in VERB_STEMS else None
+
+
+def _asked(piece: str) -> str:
+    """A piece with a leading "tell me", "let us know" or "give me" read as "find"."""
+    return _TELL_ME.sub("find ", piece, count=1)
 
 
 def _weighed_stems(piece: str) -> dict[str, float]:
     """The stems of a piece's words; when it opens with a verb, the verb weighs HEAD and the
-    next word (its object) OBJECT."""
-    content = [stem(word) for word in words(piece) if word not in _NOT_CONTENT]
+    next word (its object) OBJECT; the words related to them (`related_words.py`: "wrote",
+    author) RELATED."""
+    content = [stem(word) for word in words(_asked(piece)) if word not in _NOT_CONTENT]
     led = bool(content) and content[0] in VERB_STEMS
     weighed: dict[str, float] = {}
     for position, word in enumerate(content):
         factor = (HEAD if position == 0 else OBJECT if position == 1 else 1.0) if led else 1.0
         weighed[word] = max(weighed.get(word, 0.0), factor)
+    for word in related_stems(weighed):
+        weighed.setdefault(word, RELATED)
+    # "When", "where", "who" ask for one kind of thing: what they relate to counts whole.
+    asked = [stem(word) for word in words(piece) if word in _QUESTION_WORDS]
+    for word in related_stems(asked):
+        weighed[word] = max(weighed.get(word, 0.0), 1.0)
     return weighed
 
 
 def _word_stems(spec: ArmSpec) -> dict[str, float]:
     """A tool's word stems, each with how much it says: a word of the name says what the tool
-    is, a word only of the description less."""
-    own = {stem(word): DESCRIPTION for word in words(spec.description) if word not in STOPWORDS}
+    is, a word only of the description less, a field name of its result less again."""
+    own = {stem(word): FIELD for word in output_words(spec)}
+    own.update(
+        {stem(word): DESCRIPTION for word in words(spec.description) if word not in STOPWORDS}
+    )
     own.update({stem(word): 1.0 for word in words(spec.id) if word not in STOPWORDS})
     return own

@@ -45,7 +45,13 @@ from planner_arm.plan.lexicon import word_set
 from planner_arm.plan.tool_graph import ToolGraph
 from planner_arm.plan.tool_index import ToolIndex
 from planner_arm.plan.tool_traits import entity_key, tokens
-from planner_arm.plan.tool_words import leading_verb
+from planner_arm.plan.lexicon import stem
+from planner_arm.plan.tool_words import (
+    asks_to_read,
+    known_action,
+    leading_verb,
+    same_action,
+)
 from planner_arm.plan.tools import GoalPiece, goal_pieces, name_words
 from planner_arm.rules.tool_actions import (
     clip,
@@ -164,7 +170,9 @@ class PieceMatcher:
         self.graph = graph
         self.goal = goal
         self.pieces = goal_pieces(goal)
-        self.rankings = [index.ranked(piece.text) if index.ids else [] for piece in self.pieces]
+        self.rankings = [
+            index.ranked(_unled(piece.text)) if index.ids else [] for piece in self.pieces
+        ]
         whole = index.ranked(goal) if index.ids and len(self.pieces) > 1 else []
         self.context = {
             tool: score / whole[0][1] for tool, score in whole[:CANDIDATES] if score > 0
@@ -215,6 +223,7 @@ class PieceMatcher:
         best = ranking[0][1] if ranking else 0.0
         matched = {tool: score / best for tool, score in ranking[:CANDIDATES] if score > 0}
         found = dict.fromkeys([*matched, *self.graph.words.strongest(piece, CANDIDATES)])
+        found = dict.fromkeys(tool for tool in found if self._does(tool, piece))
         fed = [tool for tool in found if self._inputs_at_hand(tool, made)]
         candidates = fed or list(found)
         if not candidates:
@@ -237,10 +246,39 @@ class PieceMatcher:
         called = self.graph.counts.calls.get(tool, 0) > 0
         return tool if called and matched.get(tool) == 1.0 else None
 
+    def _does(self, tool: str, piece: str) -> bool:
+        """Whether `tool` can do what the piece asks by its verb: a piece that asks to be told
+        or shown something (or a question) is never given a tool that writes, unless it asks
+        for that tool's action; a piece whose verb names an action ("translate", "buy") is
+        never given a tool whose own verb names another and whose words lack that one."""
+        words, verb = self.graph.words, leading_verb(piece)
+        asked = stem(verb) if verb is not None else None
+        own = words.verb(tool)
+        if self.graph.traits[tool].writes:
+            reads = is_question(piece) or (asked is not None and asks_to_read(asked))
+            return not reads or same_action(asked, own)
+        if asked is None or asks_to_read(asked) or not known_action(asked):
+            return True
+        if own is None or not known_action(own):
+            return True
+        return same_action(asked, own) or words.says(tool, asked)
+
     def _inputs_at_hand(self, tool: str, made: set[str]) -> bool:
         traits = self.graph.traits[tool]
         given = [key for key in traits.needs if key not in traits.fetched]
         return all(key in self.mentioned or key in made for key in given)
+
+
+def _unled(piece: str) -> str:
+    """A piece without the verb it opens with when that verb asks to be told or shown
+    something, for the BM25 match: such a verb's evidence is its action (`ToolWords`: "find"
+    asks for any finder), not the word "find" in a tool's name (`find_member` for "find the
+    book Dune"). A verb of another action ("message Tom") is kept: it names the tool."""
+    verb = leading_verb(piece)
+    if verb is None or not asks_to_read(stem(verb)):
+        return piece
+    rest = re.sub(rf"^.*?\b{re.escape(verb)}\b", "", piece, count=1, flags=re.IGNORECASE)
+    return rest if rest.strip() else piece
 
 
 def _refers_back(piece: str, tool: str, previous: str | None) -> bool:
