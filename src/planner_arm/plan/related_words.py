@@ -21,13 +21,12 @@ from planner_arm.plan.lexicon import stem
 GROUPS = (
     # who made it
     "wrote written write writer author authored novelist",
-    "directed direct director directing filmmaker",
-    "cast actor actress star starring starred lead role played credit credits crew",
+    "directed direct director directing filmmaker credit credits crew",
+    "cast actor actress star starring starred lead role played act acted acting credit credits",
     "sang sing singer artist band performer",
     "painted painter artist",
     "founded founder founders",
     "created creator maker made",
-    "who person people",
     # when and where
     "when date time day year",
     "published publish publication release released year",

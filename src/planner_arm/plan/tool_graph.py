@@ -99,17 +99,17 @@ class ToolSetFacts:
     descriptions: Mapping[str, str]
     nouns: Mapping[str, str]
     words: ToolWords
-    # The tools that say they destroy or overwrite: called when asked for, never added to
-    # make what another step needs.
-    destructive: frozenset[str] = frozenset()
+    # The tools that write (`ToolTraits.writes`): called when asked for, never added to make
+    # what another step needs.
+    writes: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, specs: Sequence[ArmSpec]) -> ToolSetFacts:
         traits = _with_name_needs({spec.id: read_traits(spec) for spec in specs})
-        destructive = frozenset(spec.id for spec in specs if spec.destructive())
+        writes = frozenset(tool for tool, own in traits.items() if own.writes)
         makers: dict[str, list[str]] = {}
         for tool, own in traits.items():
-            if tool in destructive:
+            if tool in writes:
                 continue
             for key in own.yields:
                 makers.setdefault(key, []).append(tool)
@@ -120,7 +120,7 @@ class ToolSetFacts:
         }
         descriptions = {spec.id: spec.description for spec in specs}
         words = ToolWords(specs)
-        return cls(traits, ordered, descriptions, _nouns(specs), words, destructive)
+        return cls(traits, ordered, descriptions, _nouns(specs), words, writes)
 
 
 class ToolGraph:
@@ -183,7 +183,7 @@ class ToolGraph:
             then: first
             for then, (linked, first) in best.items()
             if linked >= max(MIN_EVIDENCE, USUAL_SHARE * calls.get(then, 0))
-            and first not in self.facts.destructive
+            and first not in self.facts.writes
         }
 
     def doubts(self, tool: str, key: str) -> bool:

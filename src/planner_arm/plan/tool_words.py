@@ -32,7 +32,7 @@ DESCRIPTION = 0.6
 FIELD = 0.8
 # A word a piece does not have but relates to one it has ("wrote": author), as a share of
 # what the word it has counts.
-RELATED = 0.5
+RELATED = 0.8
 VERB_STEMS = frozenset(stem(verb) for verb in REQUEST_VERBS) | ACTION_WORDS
 # Verbs that ask for the same action: one class a line (a verb may be in two: one orders a
 # pizza and a taxi).
@@ -64,9 +64,7 @@ for _row, _verbs in enumerate(_VERB_CLASSES):
 _READ_CLASSES = frozenset().union(
     *(_CLASSES_OF[stem(verb)] for verb in ("find", "get", "check", "track"))
 )
-_READ_VERBS = frozenset(
-    stem(verb) for verb in word_set("know see show let help describe explain")
-)
+_READ_VERBS = frozenset(stem(verb) for verb in word_set("know see show let help describe explain"))
 # Verbs of tool names that say little about the action: their object does (`send_email`).
 _ANY_ACTION = frozenset(
     stem(verb) for verb in word_set("send get set make do run use handle manage process")
@@ -78,7 +76,7 @@ _TELL_ME = re.compile(
     re.IGNORECASE,
 )
 # Question words that ask for a kind of thing ("when": a date), read through the groups.
-_QUESTION_WORDS = word_set("who when where")
+_QUESTION_WORDS = word_set("when where")
 
 
 class ToolWords:
@@ -179,7 +177,7 @@ def _weighed_stems(piece: str) -> dict[str, float]:
         weighed[word] = max(weighed.get(word, 0.0), factor)
     for word in related_stems(weighed):
         weighed.setdefault(word, RELATED)
-    # "When", "where", "who" ask for one kind of thing: what they relate to counts whole.
+    # "When" and "where" ask for one kind of thing: what they relate to counts whole.
     asked = [stem(word) for word in words(piece) if word in _QUESTION_WORDS]
     for word in related_stems(asked):
         weighed[word] = max(weighed.get(word, 0.0), 1.0)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from graphlib import CycleError
 from typing import Any
 
@@ -95,6 +95,9 @@ _DELIVERY_WORDS = word_set(
     "send email mail text message post notify tell inform share report reply forward publish "
     "announce page alert"
 )
+# A piece that only names a thing: a determiner, then no verb.
+_NAMES_A_THING = re.compile(r"^(?:the|its|their|his|her|all|every)\s", re.IGNORECASE)
+_OPENS_WITH_VERB = re.compile(r"^[A-Za-z]+\b")
 # An id the request gives itself, after the entity's noun: "movie 603", "order #A-1",
 # "ticket T-4471", "customer id 42".
 _ID_VALUE = r"(?:\s+(?:id|ids|number|no\.?|#))?\s*[:#]?\s*[\"']?[A-Za-z]*[-_]?\d[\w-]*"
@@ -169,7 +172,7 @@ class PieceMatcher:
         self.index = index
         self.graph = graph
         self.goal = goal
-        self.pieces = goal_pieces(goal)
+        self.pieces = _with_verbs(goal_pieces(goal))
         self.rankings = [
             index.ranked(_unled(piece.text)) if index.ids else [] for piece in self.pieces
         ]
@@ -256,7 +259,8 @@ class PieceMatcher:
         own = words.verb(tool)
         if self.graph.traits[tool].writes:
             reads = is_question(piece) or (asked is not None and asks_to_read(asked))
-            return not reads or same_action(asked, own)
+            if reads and not same_action(asked, own):
+                return False
         if asked is None or asks_to_read(asked) or not known_action(asked):
             return True
         if own is None or not known_action(own):
@@ -267,6 +271,22 @@ class PieceMatcher:
         traits = self.graph.traits[tool]
         given = [key for key in traits.needs if key not in traits.fetched]
         return all(key in self.mentioned or key in made for key in given)
+
+
+def _with_verbs(pieces: list[GoalPiece]) -> list[GoalPiece]:
+    """The pieces, each that only names a thing ("the cast of Titanic" in "Get the details of
+    the Harry Potter collection and the cast of Titanic") with the verb of the piece before:
+    it asks for the same work on another thing, and is planned or named unplanned as such."""
+    read: list[GoalPiece] = []
+    verb: str | None = None
+    for piece in pieces:
+        own = leading_verb(piece.text)
+        if own is None and verb is not None and _NAMES_A_THING.match(piece.text):
+            piece = replace(piece, text=f"{verb} {piece.text}")
+        elif own is not None:
+            verb = piece.text.split()[0] if _OPENS_WITH_VERB.match(piece.text) else None
+        read.append(piece)
+    return read
 
 
 def _unled(piece: str) -> str:
@@ -369,12 +389,16 @@ def _gives(goal: str, noun: str) -> bool:
 
 def _producer_of(key: str, step: PlannedCall, graph: ToolGraph) -> str | None:
     """The tool that makes entity `key` for `step`: the one the examples show before it most,
-    else one that needs no id itself (finders first), else the best match for the piece."""
+    else one the piece names ("the cast of this week's trending movie"), else a finder (it
+    looks up what the request names: "the cast of Titanic"), else one that needs no id
+    itself, else the best match for the piece. Never one that writes (`ToolGraph.makers`)."""
     makers = [tool for tool in graph.makers(key) if tool != step.tool]
     return max(
         makers,
         key=lambda tool: (
             graph.link_count(tool, step.tool),
+            graph.words.strength(step.piece, tool) >= MIN_STRENGTH,
+            graph.traits[tool].finder,
             not graph.traits[tool].fetched,
             graph.words.strength(step.piece, tool),
             -makers.index(tool),
