@@ -32,7 +32,6 @@ GROUPS = (
     "published publish publication release released year",
     "born birth birthday birthdate age",
     "where location located venue site",
-    "open opening hours closes closing",
     "due deadline",
     # how much and how many
     "cost price fee fees charge much expensive cheap pay paid amount total",
