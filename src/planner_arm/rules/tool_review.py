@@ -8,9 +8,11 @@ examples do), by the same rules the rule-based planner plans with:
    and the words of one action among the other's) is one call: the later step is merged
    into the earlier (`repeat_merged`), its dependants wait for the earlier one. A repeat for
    other things ("credits of Heat", "credits of Alien") is kept.
-2. Producers. A step whose tool needs an id no earlier step yields and the goal does not
-   give gets the step that yields it before it (`producer_added`), chosen as the rule-based
-   planner chooses it (rules/tools.py), within the plan's step bound.
+2. Producers. A step that waits for no earlier step, whose tool needs an id no earlier step
+   yields or is about and the goal does not give, gets the step that yields it before it
+   (`producer_added`), chosen as the rule-based planner chooses it (rules/tools.py), within
+   the plan's step bound. A step the model has wait for earlier steps gets none: what it
+   waits for (a list, a search, a detail result) is where its input comes from.
 3. Links. A step waits for the nearest earlier step that yields what it needs, and for the
    nearest earlier step the examples usually show it waiting for (`link_added`), unless it
    already waits for that step through others.
@@ -149,6 +151,11 @@ def _with_producers(calls: list[_Call], graph: ToolGraph, goal: str, max_steps: 
     room = max_steps - len(calls)
     found: list[_Call] = []
     for call in calls:
+        if call.after:
+            # The model says which earlier steps feed this one (a list, a search, a detail
+            # result): nothing is added in front of what it chose.
+            found.append(call)
+            continue
         made = producers(call.planned, [c.planned for c in found], planned, graph, goal, 0)
         found += [_Call(producer, None) for producer in made[: max(0, room)]]
         room -= len(made)

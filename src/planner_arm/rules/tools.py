@@ -362,7 +362,14 @@ def _missing(
     """(entity, producer) for each id `step` needs that nothing before it yields, the goal
     does not give and the examples do not overrule; with none, the examples' usual producer
     of the tool when nothing before it is linked to it in the examples."""
-    made = {key for other in before for key in graph.traits[other.tool].yields}
+    # What an earlier step yields, is about or was given ("the movie's keywords" after "the
+    # movie Heat" was found) is at hand.
+    made = {
+        key
+        for other in before
+        for traits in [graph.traits[other.tool]]
+        for key in (*traits.yields, *traits.about, *traits.needs)
+    }
     needed = [
         key
         for key in graph.traits[step.tool].fetched_needs()
