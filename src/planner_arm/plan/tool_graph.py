@@ -124,23 +124,33 @@ class ToolSetFacts:
 
 
 class ToolGraph:
-    """One tool set's facts and the counts of its worked examples."""
+    """One tool set's facts, the counts of its worked examples, and those examples."""
 
-    def __init__(self, facts: ToolSetFacts, counts: ExampleCounts) -> None:
+    def __init__(
+        self, facts: ToolSetFacts, counts: ExampleCounts, examples: Sequence[WorkedExample] = ()
+    ) -> None:
         self.facts = facts
         self.traits = facts.traits
         self.words = facts.words
         self.counts = counts
+        # The worked examples over this set's tools only (the same objects, not copies).
+        self.examples = tuple(examples)
 
     @classmethod
     def build(cls, specs: Sequence[ArmSpec], examples: Iterable[WorkedExample] = ()) -> ToolGraph:
         facts = ToolSetFacts.of(specs)
-        return cls(facts, ExampleCounts.of(examples, frozenset(facts.traits)))
+        known = frozenset(facts.traits)
+        own = [example for example in examples if _over(example, known)]
+        return cls(facts, ExampleCounts.of(own, known), own)
 
     def with_examples(self, examples: Sequence[WorkedExample]) -> ToolGraph:
         """This graph with more examples counted (a request's own); itself when none apply."""
-        more = ExampleCounts.of(examples, frozenset(self.traits))
-        return ToolGraph(self.facts, self.counts.merged(more)) if more.examples else self
+        known = frozenset(self.traits)
+        own = [example for example in examples if _over(example, known)]
+        if not own:
+            return self
+        more = ExampleCounts.of(own, known)
+        return ToolGraph(self.facts, self.counts.merged(more), (*own, *self.examples))
 
     def description(self, tool: str) -> str:
         return self.facts.descriptions.get(tool, "")
@@ -200,6 +210,11 @@ class ToolGraph:
         """Whether the examples mostly have a step wait for the one just before it."""
         later = self.counts.later_steps
         return later > 0 and 2 * self.counts.chained >= later
+
+
+def _over(example: WorkedExample, known: frozenset[str]) -> bool:
+    """Whether an example calls only tools of the set (another set's example is not its)."""
+    return all(step.tool in known for step in example.steps)
 
 
 def _with_name_needs(read: Mapping[str, ToolTraits]) -> dict[str, ToolTraits]:

@@ -41,11 +41,10 @@ from planner_arm.limits import WorkedExample
 from planner_arm.plan.arms import ArmResolver, typical_cost_tier, typical_duration_seconds
 from planner_arm.plan.dag import stable_topological_order
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
-from planner_arm.plan.lexicon import word_set
+from planner_arm.plan.lexicon import stem, word_set
 from planner_arm.plan.tool_graph import ToolGraph
 from planner_arm.plan.tool_index import ToolIndex
 from planner_arm.plan.tool_traits import entity_key, tokens
-from planner_arm.plan.lexicon import stem
 from planner_arm.plan.tool_words import (
     asks_to_read,
     known_action,
@@ -60,6 +59,7 @@ from planner_arm.rules.tool_actions import (
     specifics,
     step_action,
 )
+from planner_arm.rules.tool_template import Template, nearest, pieces_of
 
 # The tool's own words a piece must name, as `ToolWords.strength` counts them: about one word
 # that few other tools have ("order" alone, in four tools of ten, is not enough to call
@@ -133,6 +133,9 @@ class ToolPlanner:
         """A plan of tool calls for `goal`, at most `max_steps` of them; `examples`: the
         request's own worked examples, counted with the configured ones."""
         graph = self.graph.with_examples(examples)
+        template = nearest(goal, graph.examples)
+        if template is not None:
+            return self._templated(goal, template, graph, max_steps)
         index = self.resolver.index or ToolIndex(self.resolver.arms)
         chosen, unplanned = self.matcher(goal, graph).chosen()
         if not chosen:  # a plan has a step: the best match for the whole request
@@ -143,6 +146,41 @@ class ToolPlanner:
         warnings = [repair("goal_part_unplanned", clip(text, _WARNING_CHARS)) for text in unplanned]
         drafts = [draft_step(step, number, graph) for number, step in enumerate(steps, 1)]
         return DraftPlan(drafts, _rationale(steps, unplanned), warnings=warnings)
+
+    def _templated(
+        self, goal: str, template: Template, graph: ToolGraph, max_steps: int
+    ) -> DraftPlan:
+        """`goal` planned as the worked example it reads like (`rules/tool_template.py`):
+        its tools and links, each step with the piece of `goal` that names its tool most
+        strongly, or, named by none, made for the step that waits for it."""
+        pieces = pieces_of(goal)
+        example = template.example.steps
+        steps: list[PlannedCall] = []
+        for number, step in enumerate(example, 1):
+            strengths = [graph.words.strength(piece, step.tool) for piece in pieces]
+            best = max(range(len(pieces)), key=lambda at: strengths[at])
+            call = PlannedCall(step.tool, pieces[best], best)
+            if strengths[best] < MIN_STRENGTH:
+                consumer = next(
+                    (later for later in example[number:] if number in later.depends_on), None
+                )
+                if consumer is not None and consumer.tool != step.tool:
+                    wanted = set(graph.traits[consumer.tool].needs)
+                    made = next((k for k in graph.traits[step.tool].yields if k in wanted), None)
+                    call.makes, call.for_tool = made, consumer.tool
+            call.depends_on = [dep for dep in step.depends_on if 0 < dep < number]
+            steps.append(call)
+        steps = _trimmed(steps, max_steps)
+        tools = {step.tool for step in steps}
+        undone = self.matcher(goal, graph).undone(tools)
+        warnings = [repair("goal_part_unplanned", clip(text, _WARNING_CHARS)) for text in undone]
+        drafts = [draft_step(step, number, graph) for number, step in enumerate(steps, 1)]
+        called = ", ".join(dict.fromkeys(step.tool for step in steps))
+        rationale = (
+            "Rule-based tool plan after the worked example most like the request "
+            f"(likeness {template.likeness:.2f}): {called}."
+        )
+        return DraftPlan(drafts, rationale, warnings=warnings)
 
     def matcher(self, goal: str, graph: ToolGraph) -> PieceMatcher:
         """The pieces of `goal`, matched to this set's tools with `graph` (this planner's
