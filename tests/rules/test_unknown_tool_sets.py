@@ -227,17 +227,33 @@ def model_step(number: int, tool: str, action: str, after: list[int]) -> PlanSte
     )
 
 
-def test_the_review_adds_no_producer_where_the_model_linked_one(library: list[ArmSpec]) -> None:
-    planner = planner_for(library)
-    goal = "Renew the loans of member M-2"
+MOVIES = [
+    ArmSpec(id="SearchMovie", description="Search for movies by their titles"),
+    ArmSpec(id="GetMovieDetails", description="Get the details of a movie by its id"),
+    ArmSpec(id="SearchCollection", description="Search for collections by name"),
+    ArmSpec(id="GetCollectionDetails", description="Get collection details by id"),
+    ArmSpec(id="GetMovieCredits", description="Get the cast and crew of a movie"),
+]
+
+
+def test_the_review_adds_no_producer_where_the_model_linked_one() -> None:
+    # A collection's details list its movies: the credits step the model has wait for them
+    # gets no movie search in front of it.
+    planner = planner_for(MOVIES)
+    goal = "Show the cast of the first movie of the Alien collection"
     linked = [
-        model_step(1, "list_loans", "List the loans of member M-2", []),
-        model_step(2, "renew_loan", "Renew the loans", [1]),
+        model_step(1, "SearchCollection", "Search for the Alien collection", []),
+        model_step(2, "GetCollectionDetails", "Get the collection's details", [1]),
+        model_step(3, "GetMovieCredits", "Get the cast of its first movie", [2]),
     ]
     review = review_tool_plan(linked, goal, planner, planner.graph, 10)
-    assert [step.required_arm for step in review.steps] == ["list_loans", "renew_loan"]
+    assert [step.required_arm for step in review.steps] == [
+        "SearchCollection",
+        "GetCollectionDetails",
+        "GetMovieCredits",
+    ]
     assert not [note for note in review.repairs if note.startswith("producer_added")]
-    # Unlinked, the loan id comes from nowhere: the finder is added.
-    alone = [model_step(1, "renew_loan", "Renew the loans of member M-2", [])]
-    review = review_tool_plan(alone, goal, planner, planner.graph, 10)
-    assert [step.required_arm for step in review.steps] == ["list_loans", "renew_loan"]
+    # Unlinked, the movie id comes from nowhere: the finder is added.
+    alone = [model_step(1, "GetMovieCredits", "Get the cast of Alien", [])]
+    review = review_tool_plan(alone, "Show the cast of Alien", planner, planner.graph, 10)
+    assert [step.required_arm for step in review.steps] == ["SearchMovie", "GetMovieCredits"]
