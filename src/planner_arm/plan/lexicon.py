@@ -284,3 +284,16 @@ STOPWORDS = word_set(
     "a an the and or of to for in on at by as is are be it its this that with from into "
     "between then than every all each any other up down out over"
 )
+
+
+# Names, numbers, quotes, e-mail addresses and channels: what a piece of a request is about.
+_SPECIFIC = re.compile(
+    r"\"[^\"]+\"|'[^']+'|[\w.+-]+@[\w-]+\.[\w.]+|#[\w-]+|(?<![\w.])\d[\w.:/-]*"
+    r"|(?<=\s)[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*"
+)
+
+
+def specifics(text: str) -> list[str]:
+    """The names, numbers, quotes, e-mail addresses and channels a text names, in order."""
+    found = [match.group().strip("\"'") for match in _SPECIFIC.finditer(text)]
+    return list(dict.fromkeys(found))

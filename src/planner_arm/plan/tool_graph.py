@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from planner_arm.limits import ArmSpec, WorkedExample
+from planner_arm.plan.example_finder import ExampleFinder
 from planner_arm.plan.tool_traits import ToolTraits, entity_key, read_traits, tokens
 from planner_arm.plan.tool_words import ToolWords
 
@@ -127,21 +128,25 @@ class ToolGraph:
     """One tool set's facts, the counts of its worked examples, and those examples."""
 
     def __init__(
-        self, facts: ToolSetFacts, counts: ExampleCounts, examples: Sequence[WorkedExample] = ()
+        self,
+        facts: ToolSetFacts,
+        counts: ExampleCounts,
+        finders: Sequence[ExampleFinder] = (),
     ) -> None:
         self.facts = facts
         self.traits = facts.traits
         self.words = facts.words
         self.counts = counts
-        # The worked examples over this set's tools only (the same objects, not copies).
-        self.examples = tuple(examples)
+        # The worked examples over this set's tools only, read to be found by likeness (a
+        # request's own first, then the configured ones).
+        self.finders = tuple(finders)
 
     @classmethod
     def build(cls, specs: Sequence[ArmSpec], examples: Iterable[WorkedExample] = ()) -> ToolGraph:
         facts = ToolSetFacts.of(specs)
         known = frozenset(facts.traits)
         own = [example for example in examples if _over(example, known)]
-        return cls(facts, ExampleCounts.of(own, known), own)
+        return cls(facts, ExampleCounts.of(own, known), (ExampleFinder(own),))
 
     def with_examples(self, examples: Sequence[WorkedExample]) -> ToolGraph:
         """This graph with more examples counted (a request's own); itself when none apply."""
@@ -150,7 +155,8 @@ class ToolGraph:
         if not own:
             return self
         more = ExampleCounts.of(own, known)
-        return ToolGraph(self.facts, self.counts.merged(more), (*own, *self.examples))
+        finders = (ExampleFinder(own), *self.finders)
+        return ToolGraph(self.facts, self.counts.merged(more), finders)
 
     def description(self, tool: str) -> str:
         return self.facts.descriptions.get(tool, "")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from planner_arm.plan.lexicon import stem, word_set
+from planner_arm.plan.lexicon import specifics, stem, word_set
 from planner_arm.plan.tool_traits import ACTION_WORDS
 from planner_arm.plan.tool_words import VERB_STEMS
 
@@ -26,11 +26,6 @@ _QUESTION_WORDS = word_set("what which who whom whose where when why how")
 _AUXILIARIES = word_set("is are was were am does do did has have had can could will would should")
 # "give me", "show us": what follows is what is wanted.
 _TO_ME = re.compile(r"^(give|show|tell|send|get|find|bring)\s+(?:me|us)\s+", re.IGNORECASE)
-# Names, numbers, quotes, e-mail addresses and channels: what a step is about.
-_SPECIFIC = re.compile(
-    r"\"[^\"]+\"|'[^']+'|[\w.+-]+@[\w-]+\.[\w.]+|#[\w-]+|(?<![\w.])\d[\w.:/-]*"
-    r"|(?<=\s)[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*"
-)
 # The rest of a clause (a dot inside a word, as in an address, does not end it).
 _CLAUSE_REST = r"(?:[^,;!?.]|\.(?=\w))*"
 _DETERMINER = re.compile(r"\b(?:the|a|an|my|our|their|his|her|its|this|that)\s", re.IGNORECASE)
@@ -53,12 +48,6 @@ def is_question(text: str) -> bool:
     """Whether a piece of a request is a question ("How many rows does each table have?")."""
     words = text.lower().split()
     return text.rstrip().endswith("?") or (bool(words) and words[0] in _QUESTION_WORDS)
-
-
-def specifics(text: str) -> list[str]:
-    """The names, numbers, quotes, e-mail addresses and channels a text names, in order."""
-    found = [match.group().strip("\"'") for match in _SPECIFIC.finditer(text)]
-    return list(dict.fromkeys(found))
 
 
 def step_action(tool: str, piece: str) -> str:

@@ -29,10 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from planner_arm.plan.draft import DraftStep, repair
-from planner_arm.plan.lexicon import STOPWORDS, stem, words
+from planner_arm.plan.lexicon import STOPWORDS, specifics, stem, words
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.tool_graph import ToolGraph
-from planner_arm.rules.tool_actions import clip, specifics
+from planner_arm.rules.tool_actions import clip
 from planner_arm.rules.tools import (
     MIN_STRENGTH,
     PlannedCall,

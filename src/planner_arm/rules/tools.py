@@ -41,7 +41,8 @@ from planner_arm.limits import WorkedExample
 from planner_arm.plan.arms import ArmResolver, typical_cost_tier, typical_duration_seconds
 from planner_arm.plan.dag import stable_topological_order
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
-from planner_arm.plan.lexicon import stem, word_set
+from planner_arm.plan.example_finder import Template, nearest
+from planner_arm.plan.lexicon import specifics, stem, word_set
 from planner_arm.plan.tool_graph import ToolGraph
 from planner_arm.plan.tool_index import ToolIndex
 from planner_arm.plan.tool_traits import entity_key, tokens
@@ -56,10 +57,8 @@ from planner_arm.rules.tool_actions import (
     clip,
     is_question,
     producer_action,
-    specifics,
     step_action,
 )
-from planner_arm.rules.tool_template import Template, nearest, pieces_of
 
 # The tool's own words a piece must name, as `ToolWords.strength` counts them: about one word
 # that few other tools have ("order" alone, in four tools of ten, is not enough to call
@@ -133,7 +132,7 @@ class ToolPlanner:
         """A plan of tool calls for `goal`, at most `max_steps` of them; `examples`: the
         request's own worked examples, counted with the configured ones."""
         graph = self.graph.with_examples(examples)
-        template = nearest(goal, graph.examples)
+        template = nearest(goal, graph.finders)
         if template is not None:
             return self._templated(goal, template, graph, max_steps)
         index = self.resolver.index or ToolIndex(self.resolver.arms)
@@ -153,7 +152,7 @@ class ToolPlanner:
         """`goal` planned as the worked example it reads like (`rules/tool_template.py`):
         its tools and links, each step with the piece of `goal` that names its tool most
         strongly, or, named by none, made for the step that waits for it."""
-        pieces = pieces_of(goal)
+        pieces = [piece.text for piece in goal_pieces(goal)] or [goal]
         example = template.example.steps
         steps: list[PlannedCall] = []
         for number, step in enumerate(example, 1):
@@ -400,14 +399,7 @@ def _missing(
     """(entity, producer) for each id `step` needs that nothing before it yields, the goal
     does not give and the examples do not overrule; with none, the examples' usual producer
     of the tool when nothing before it is linked to it in the examples."""
-    # What an earlier step yields, is about or was given ("the movie's keywords" after "the
-    # movie Heat" was found) is at hand.
-    made = {
-        key
-        for other in before
-        for traits in [graph.traits[other.tool]]
-        for key in (*traits.yields, *traits.about, *traits.needs)
-    }
+    made = _at_hand(before, graph)
     needed = [
         key
         for key in graph.traits[step.tool].fetched_needs()
@@ -425,6 +417,17 @@ def _missing(
     if not needed and usual is not None and usual not in planned and not linked:
         missing.append((None, usual))
     return missing
+
+
+def _at_hand(before: list[PlannedCall], graph: ToolGraph) -> set[str]:
+    """The entities whose ids the steps `before` have: what an earlier step yields, is about
+    or was given ("the movie's keywords" after "the movie Heat" was found)."""
+    return {
+        key
+        for other in before
+        for traits in [graph.traits[other.tool]]
+        for key in (*traits.yields, *traits.about, *traits.needs)
+    }
 
 
 def _gives(goal: str, noun: str) -> bool:
