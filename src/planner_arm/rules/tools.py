@@ -153,22 +153,10 @@ class ToolPlanner:
         its tools and links, each step with the piece of `goal` that names its tool most
         strongly, or, named by none, made for the step that waits for it."""
         pieces = [piece.text for piece in goal_pieces(goal)] or [goal]
-        example = template.example.steps
-        steps: list[PlannedCall] = []
-        for number, step in enumerate(example, 1):
-            strengths = [graph.words.strength(piece, step.tool) for piece in pieces]
-            best = max(range(len(pieces)), key=lambda at: strengths[at])
-            call = PlannedCall(step.tool, pieces[best], best)
-            if strengths[best] < MIN_STRENGTH:
-                consumer = next(
-                    (later for later in example[number:] if number in later.depends_on), None
-                )
-                if consumer is not None and consumer.tool != step.tool:
-                    wanted = set(graph.traits[consumer.tool].needs)
-                    made = next((k for k in graph.traits[step.tool].yields if k in wanted), None)
-                    call.makes, call.for_tool = made, consumer.tool
-            call.depends_on = [dep for dep in step.depends_on if 0 < dep < number]
-            steps.append(call)
+        steps = [
+            _template_call(number, template, pieces, graph)
+            for number in range(1, 1 + len(template.example.steps))
+        ]
         steps = _trimmed(steps, max_steps)
         tools = {step.tool for step in steps}
         undone = self.matcher(goal, graph).undone(tools)
@@ -187,6 +175,27 @@ class ToolPlanner:
         index = self.resolver.index or ToolIndex(self.resolver.arms)
         noted = self.graph.counts.examples > 0  # the configured examples, in the index
         return PieceMatcher(index, graph, goal, noted)
+
+
+def _template_call(
+    number: int, template: Template, pieces: list[str], graph: ToolGraph
+) -> PlannedCall:
+    """Step `number` of the template: its tool and links, with the piece that names its tool
+    most strongly; named by none, it is made for the step that waits for it."""
+    example = template.example.steps
+    step = example[number - 1]
+    strengths = [graph.words.strength(piece, step.tool) for piece in pieces]
+    best = max(range(len(pieces)), key=lambda at: strengths[at])
+    call = PlannedCall(step.tool, pieces[best], best)
+    call.depends_on = [dep for dep in step.depends_on if 0 < dep < number]
+    if strengths[best] >= MIN_STRENGTH:
+        return call
+    consumer = next((later for later in example[number:] if number in later.depends_on), None)
+    if consumer is not None and consumer.tool != step.tool:
+        wanted = set(graph.traits[consumer.tool].needs)
+        call.makes = next((key for key in graph.traits[step.tool].yields if key in wanted), None)
+        call.for_tool = consumer.tool
+    return call
 
 
 def tool_plan(
@@ -262,10 +271,7 @@ class PieceMatcher:
         piece, ranking = self.pieces[position].text, self.rankings[position]
         best = ranking[0][1] if ranking else 0.0
         matched = {tool: score / best for tool, score in ranking[:CANDIDATES] if score > 0}
-        found = dict.fromkeys([*matched, *self.graph.words.strongest(piece, CANDIDATES)])
-        found = dict.fromkeys(tool for tool in found if self._does(tool, piece))
-        fed = [tool for tool in found if self._inputs_at_hand(tool, made)]
-        candidates = fed or list(found)
+        candidates = self._candidates(piece, matched, made)
         if not candidates:
             return None
         strengths = {tool: self.graph.words.strength(piece, tool) for tool in candidates}
@@ -285,6 +291,15 @@ class PieceMatcher:
             return tool
         called = self.graph.counts.calls.get(tool, 0) > 0
         return tool if called and matched.get(tool) == 1.0 else None
+
+    def _candidates(self, piece: str, matched: dict[str, float], made: set[str]) -> list[str]:
+        """The tools weighed for a piece: its best BM25 matches and the tools it names most
+        strongly, those that can do what it asks (`_does`), and of those the ones whose
+        declared inputs are at hand when there are any."""
+        found = dict.fromkeys([*matched, *self.graph.words.strongest(piece, CANDIDATES)])
+        able = [tool for tool in found if self._does(tool, piece)]
+        fed = [tool for tool in able if self._inputs_at_hand(tool, made)]
+        return fed or able
 
     def _does(self, tool: str, piece: str) -> bool:
         """Whether `tool` can do what the piece asks by its verb: a piece that asks to be told
