@@ -95,7 +95,7 @@ _DELIVERY_WORDS = word_set(
     "announce page alert"
 )
 # A piece that only names a thing: a determiner, then no verb.
-_NAMES_A_THING = re.compile(r"^(?:the|its|their|his|her|all|every)\s", re.IGNORECASE)
+_NAMES_A_THING = re.compile(r"^(?:the|its|their|his|her|all|every|a|an|some|my|our)\s", re.IGNORECASE)
 _OPENS_WITH_VERB = re.compile(r"^[A-Za-z]+\b")
 # An id the request gives itself, after the entity's noun: "movie 603", "order #A-1",
 # "ticket T-4471", "customer id 42".
