@@ -18,7 +18,7 @@ from planner_arm.plan.draft import DraftPlan, split_note
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.tool_graph import ToolGraph
 from planner_arm.plan.tool_traits import read_traits
-from planner_arm.plan.tools import McpTool, arm_specs
+from planner_arm.plan.tools import AnthropicTool, McpTool, arm_specs
 from planner_arm.plan.validation import PlanRules, validate_plan
 from planner_arm.rules.tool_review import review_tool_plan
 from planner_arm.rules.tools import ToolPlanner
@@ -257,3 +257,30 @@ def test_the_review_adds_no_producer_where_the_model_linked_one() -> None:
     alone = [model_step(1, "GetMovieCredits", "Get the cast of Alien", [])]
     review = review_tool_plan(alone, "Show the cast of Alien", planner, planner.graph, 10)
     assert [step.required_arm for step in review.steps] == ["SearchMovie", "GetMovieCredits"]
+
+
+def test_the_richer_mcp_shape_plans_no_worse_than_the_anthropic_shape(
+    library: list[ArmSpec],
+) -> None:
+    # The same tools without their output schemas, as Anthropic's shape sends them.
+    anthropic = arm_specs(
+        [
+            AnthropicTool.model_validate(
+                {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "input_schema": t["inputSchema"],
+                }
+            )
+            for t in listed_tools()
+        ]
+    )
+    goals = [
+        "Find the book Dune and place a hold on it for the member alice@example.com",
+        "Get the details of the book Dune",
+        "Check whether The Hobbit is on the shelf at the Central branch",
+    ]
+    for goal in goals:
+        rich = steps(plan(planner_for(library), goal))
+        assert rich == steps(plan(planner_for(anthropic), goal)), goal
+        assert rich[0] == ("search_books", []), goal
