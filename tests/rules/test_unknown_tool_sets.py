@@ -284,3 +284,16 @@ def test_the_richer_mcp_shape_plans_no_worse_than_the_anthropic_shape(
         rich = steps(plan(planner_for(library), goal))
         assert rich == steps(plan(planner_for(anthropic), goal)), goal
         assert rich[0] == ("search_books", []), goal
+
+
+def test_an_added_finder_looks_up_the_thing_not_another_arguments_value(
+    library: list[ArmSpec],
+) -> None:
+    draft = plan(
+        planner_for(library), "Check whether The Hobbit is on the shelf at the Central branch"
+    )
+    search = draft.steps[0]
+    assert search.required_arm == "search_books"
+    assert search.action.endswith(": The Hobbit")  # "Central" is the branch's, not the book's
+    draft = plan(planner_for(library), "When was The Left Hand of Darkness published?")
+    assert draft.steps[0].action.endswith(": The Left Hand of Darkness")

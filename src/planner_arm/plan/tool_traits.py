@@ -149,6 +149,8 @@ class ToolTraits:
     writes: bool = False
     # The stems of the field names its result holds (its output schema's properties).
     fields: frozenset[str] = frozenset()
+    # Its arguments' names, as words ("book_id" -> "book id"), the input schema's order.
+    arguments: tuple[str, ...] = ()
 
     def fetched_needs(self) -> list[str]:
         """The needs a step may be added for, most essential first."""
@@ -199,6 +201,10 @@ def read_traits(spec: ArmSpec) -> ToolTraits:
         acquires=verb is not None and stem(verb) in ACQUIRE_WORDS,
         writes=writes(spec, acting),
         fields=frozenset(stem(word) for word in output_words(spec)),
+        arguments=tuple(
+            " ".join(tokens(name))
+            for name in _property_names(spec.input_schema, _Refs(spec.input_schema), False, 0)
+        ),
     )
 
 

@@ -45,7 +45,7 @@ from planner_arm.plan.example_finder import Template, nearest
 from planner_arm.plan.lexicon import specifics, stem, word_set
 from planner_arm.plan.tool_graph import ToolGraph
 from planner_arm.plan.tool_index import ToolIndex
-from planner_arm.plan.tool_traits import entity_key, tokens
+from planner_arm.plan.tool_traits import ID_WORDS, ToolTraits, entity_key, tokens
 from planner_arm.plan.tool_words import (
     asks_to_read,
     known_action,
@@ -95,7 +95,9 @@ _DELIVERY_WORDS = word_set(
     "announce page alert"
 )
 # A piece that only names a thing: a determiner, then no verb.
-_NAMES_A_THING = re.compile(r"^(?:the|its|their|his|her|all|every|a|an|some|my|our)\s", re.IGNORECASE)
+_NAMES_A_THING = re.compile(
+    r"^(?:the|its|their|his|her|all|every|a|an|some|my|our)\s", re.IGNORECASE
+)
 _OPENS_WITH_VERB = re.compile(r"^[A-Za-z]+\b")
 # An id the request gives itself, after the entity's noun: "movie 603", "order #A-1",
 # "ticket T-4471", "customer id 42".
@@ -547,7 +549,8 @@ def draft_step(step: PlannedCall, number: int, graph: ToolGraph) -> DraftStep:
     if step.for_tool is not None:
         noun = graph.noun(step.makes) if step.makes else None
         description = graph.description(step.tool)
-        action = producer_action(step.tool, noun, step.for_tool, step.piece, description)
+        piece = _without_other_values(step.piece, step.makes, graph.traits[step.for_tool])
+        action = producer_action(step.tool, noun, step.for_tool, piece, description)
         criterion = f"{step.tool} answered with what {step.for_tool} needs"
     else:
         action = step_action(step.tool, step.piece)
@@ -561,6 +564,23 @@ def draft_step(step: PlannedCall, number: int, graph: ToolGraph) -> DraftStep:
         estimated_cost_tier=typical_cost_tier(step.tool),
         estimated_duration_seconds=typical_duration_seconds(step.tool),
     )
+
+
+def _without_other_values(piece: str, makes: str | None, consumer: ToolTraits) -> str:
+    """A piece without the values its consumer's other arguments take ("at the Central
+    branch" is `check_availability`'s branch, not the book a producer looks up for it)."""
+    for argument in consumer.arguments:
+        words = [word for word in argument.split() if word not in ID_WORDS]
+        if not words or entity_key(words[-1]) == makes:
+            continue
+        name = re.escape(words[-1])
+        piece = re.sub(
+            rf"\b(?:the\s+)?[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*\s+{name}s?\b"
+            rf"|\b{name}s?\s+[\"']?[\w@.+-]*\d[\w@.+-]*|\b{name}s?\s+[\w.+-]+@[\w.-]+",
+            "",
+            piece,
+        )
+    return piece
 
 
 def _rationale(steps: list[PlannedCall], unplanned: list[str]) -> str:
