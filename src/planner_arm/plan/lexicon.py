@@ -46,11 +46,13 @@ _IRREGULAR = {
 }
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _WORD = re.compile(r"[^\W_]+")
+_E_MAIL = re.compile(r"\be-mail", re.IGNORECASE)
 
 
 def words(text: str) -> list[str]:
-    """Lower-case words of any script; `snake_case`, `camelCase` and hyphens split apart."""
-    return _WORD.findall(_CAMEL.sub(" ", text).lower())
+    """Lower-case words of any script; `snake_case`, `camelCase` and hyphens split apart
+    ("e-mail" is one word, "email")."""
+    return _WORD.findall(_CAMEL.sub(" ", _E_MAIL.sub("email", text)).lower())
 
 
 @lru_cache(maxsize=8192)
@@ -297,4 +299,4 @@ _SPECIFIC = re.compile(
 def specifics(text: str) -> list[str]:
     """The names, numbers, quotes, e-mail addresses and channels a text names, in order."""
     found = [match.group().strip("\"'") for match in _SPECIFIC.finditer(text)]
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(value for value in found if value != "I"))

@@ -40,6 +40,8 @@ GROUPS = (
     "long duration length runtime minutes",
     # what it is like
     "about summary synopsis overview plot description describe",
+    "background biography bio profile career",
+    "specialise specialize specialises specializes specialty speciality specialism",
     "review reviews rating ratings rated score stars opinion",
     "popular trending top best",
     "similar like related recommend recommendation recommendations",
@@ -61,7 +63,8 @@ GROUPS = (
     "company business firm organization organisation corporation studio",
     "customer client buyer member patron user account",
     "employee staff worker colleague",
-    "doctor physician clinician dentist",
+    "doctor physician clinician dentist specialist dermatologist paediatrician pediatrician "
+    "cardiologist surgeon gynaecologist gynecologist psychiatrist neurologist optician gp",
     "appointment visit slot consultation",
     "trip journey travel",
     "hotel room stay accommodation lodging",

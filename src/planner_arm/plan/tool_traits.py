@@ -119,6 +119,7 @@ _NOT_ABOUT = STOPWORDS | ID_WORDS | word_set("api tool tools service")
 _ASKED_BY = word_set("by with using via")
 _CUE_WINDOW = 6
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_E_MAIL = re.compile(r"\be-mail", re.IGNORECASE)
 _TOKEN = re.compile(r"[^\W_]+|[.;:!?]")
 _SENTENCE_END = frozenset(".;:!?")
 
@@ -159,7 +160,7 @@ class ToolTraits:
 
 def tokens(text: str) -> list[str]:
     """Lower-case words and sentence ends; `snake_case` and `camelCase` split apart."""
-    spaced = _CAMEL.sub(" ", text.replace("_", " ").replace("-", " "))
+    spaced = _CAMEL.sub(" ", _E_MAIL.sub("email", text).replace("_", " ").replace("-", " "))
     return _TOKEN.findall(spaced.lower())
 
 

@@ -23,7 +23,7 @@ from planner_arm.limits import ArmSpec
 from planner_arm.plan.lexicon import STOPWORDS, stem, word_set, words
 from planner_arm.plan.related_words import related_stems
 from planner_arm.plan.tool_traits import ACTION_WORDS, name_parts, output_words
-from planner_arm.plan.tools import REQUEST_VERBS
+from planner_arm.plan.tools import DETERMINER_WORDS, NOT_VERB_WORDS, REQUEST_VERBS
 
 HEAD, OBJECT = 1.5, 1.5
 VERB_MATCH, SAME_ACTION, OTHER_ACTION = 1.0, 1.0, 0.5
@@ -71,6 +71,7 @@ _ANY_ACTION = frozenset(
 )
 # Words of a request that say nothing about which tool.
 _NOT_CONTENT = STOPWORDS | word_set("me my us our i we you your please help want need would like")
+_FILLER_OPENING = re.compile(r"^\s*(?:please|kindly|also|then|and)\s+", re.IGNORECASE)
 _TELL_ME = re.compile(
     r"^\s*(?:please\s+)?(?:tell|give|show)\s+(?:me|us)\b|^\s*(?:please\s+)?let\s+(?:me|us)\s+know\b",
     re.IGNORECASE,
@@ -157,7 +158,22 @@ def leading_verb(piece: str) -> str | None:
     opens otherwise ("the check-out date on Monday"); "tell me", "let me know" and "give me"
     ask to find out."""
     content = [word for word in words(_asked(piece)) if word not in _NOT_CONTENT]
-    return content[0] if content and stem(content[0]) in VERB_STEMS else None
+    if content and stem(content[0]) in VERB_STEMS:
+        return content[0]
+    return _unlisted_verb(piece)
+
+
+def _unlisted_verb(piece: str) -> str | None:
+    """A verb no list has that a piece opens with: a word that is no preposition, no
+    conjunction and no name, then a determiner or a pronoun ("fax the refill", "diagnose her
+    rash")."""
+    opening = words(_FILLER_OPENING.sub("", piece))[:2]
+    if len(opening) < 2 or len(opening[0]) < 3 or not opening[0].isalpha():
+        return None
+    first, then = opening
+    if first in NOT_VERB_WORDS or first in _NOT_CONTENT or then not in DETERMINER_WORDS:
+        return None
+    return first
 
 
 def _asked(piece: str) -> str:
