@@ -77,7 +77,8 @@ GROUPS = (
     "loan borrow borrowed lend lent",
     "error bug failure fault",
     "bill invoice",
-    "event concert gig show",
+    "event concert gig show ballet opera theatre theater play musical performance match "
+    "game festival",
 )
 
 

@@ -162,7 +162,10 @@ _REQUEST_VERB_WORDS = (
     "repay replace reply report request reschedule reserve reset restart restore retrieve "
     "return review run save schedule search select sell send set share show sign sort "
     "start stop submit summarise summarize switch tell text track transfer translate turn "
-    "unsubscribe update upgrade upload verify view withdraw write"
+    "unsubscribe update upgrade upload verify view withdraw write "
+    "accept activate approve attach block borrow charge contest decline diagnose dispute "
+    "exchange fax follow hold invoice join leave lend lock pause prescribe redeem refer "
+    "refill reject resume scan ship subscribe suspend swap transcribe unblock unlock"
 )
 REQUEST_VERBS = frozenset(_REQUEST_VERB_WORDS.split())
 # Words after which, at the opening of a piece, a thing is named: the word before is a verb.
@@ -197,9 +200,13 @@ _OPENING_SEQUENCE = re.compile(
 )
 _FILLER = re.compile(
     r"^(?:(?:please|kindly|also|(?:and )?i (?:also )?(?:want|need|would like|wish|hope)"
-    r"(?: you)?(?: to| can| could)?|i'd like to|(?:can|could|would) you|help me|to)[\s,]+)+",
+    r"(?: you)?(?: to| can| could)?|i'd like to|(?:can|could|would) you|help me|to"
+    # A condition on the piece before ("If so, book it"): the work is what follows.
+    r"|if (?:so|yes|not|it is|there is one|they are|available)|otherwise)[\s,]+)+",
     re.I,
 )
+# Quoted text, inside which a request is never cut ("'Pride and Prejudice'").
+_QUOTED = re.compile(r"\"[^\"]*\"|(?<!\w)'[^']*'(?!\w)|“[^”]*”|‘[^’]*’")
 _MIN_PIECE_WORDS = 2
 
 
@@ -217,7 +224,13 @@ def goal_pieces(text: str) -> list[GoalPiece]:
     "and", "then", "after that" (pieces of one word are dropped)."""
     pieces: list[GoalPiece] = []
     start, sequenced = 0, False
-    for cut in [*_PIECES.finditer(text), None]:
+    quoted = [match.span() for match in _QUOTED.finditer(text)]
+    cuts = [
+        cut
+        for cut in _PIECES.finditer(text)
+        if not any(left < cut.start() < right for left, right in quoted)
+    ]
+    for cut in [*cuts, None]:
         raw = text[start : cut.start() if cut else len(text)].strip(" ,.;:")
         opening = _OPENING_SEQUENCE.match(raw)
         sequenced = sequenced or opening is not None

@@ -96,7 +96,9 @@ _DELIVERY_WORDS = word_set(
 )
 # A piece that only names a thing: a determiner, then no verb.
 _NAMES_A_THING = re.compile(
-    r"^(?:the|its|their|his|her|all|every|a|an|some|my|our)\s", re.IGNORECASE
+    r"^(?:(?:at|for|in|to|from|on|with|of)\s+)?(?:the|its|their|his|her|all|every|a|an|some"
+    r"|my|our)\s",
+    re.IGNORECASE,
 )
 _OPENS_WITH_VERB = re.compile(r"^[A-Za-z]+\b")
 # An id the request gives itself, after the entity's noun: "movie 603", "order #A-1",
@@ -454,17 +456,20 @@ def _gives(goal: str, noun: str) -> bool:
 
 def _producer_of(key: str, step: PlannedCall, graph: ToolGraph) -> str | None:
     """The tool that makes entity `key` for `step`: the one the examples show before it most,
-    else one the piece names ("the cast of this week's trending movie"), else a finder (it
-    looks up what the request names: "the cast of Titanic"), else one that needs no id
-    itself, else the best match for the piece. Never one that writes (`ToolGraph.makers`)."""
+    else, of those that need no id themselves (a chain as short as can be), one the piece
+    names ("the cast of this week's trending movie": the trending list), else one about that
+    entity (`search_events` for an event, not `find_orders`, whose orders hold events), else
+    a finder (it looks up what the request names: "the cast of Titanic"), else the best
+    match for the piece. Never one that writes (`ToolGraph.makers`)."""
     makers = [tool for tool in graph.makers(key) if tool != step.tool]
     return max(
         makers,
         key=lambda tool: (
             graph.link_count(tool, step.tool),
-            graph.words.strength(step.piece, tool) >= MIN_STRENGTH,
-            graph.traits[tool].finder,
             not graph.traits[tool].fetched,
+            graph.words.strength(step.piece, tool) >= MIN_STRENGTH,
+            key in graph.traits[tool].about,
+            graph.traits[tool].finder,
             graph.words.strength(step.piece, tool),
             -makers.index(tool),
         ),
