@@ -30,7 +30,8 @@ from functools import cached_property
 
 from planner_arm.limits import ArmSpec, WorkedExample
 from planner_arm.plan.example_finder import ExampleFinder
-from planner_arm.plan.tool_traits import ToolTraits, entity_key, read_traits, tokens
+from planner_arm.plan.lexicon import STOPWORDS
+from planner_arm.plan.tool_traits import ToolTraits, entity_key, name_parts, read_traits, tokens
 from planner_arm.plan.tool_words import ToolWords
 
 # A tool the examples show waiting for one other in at least this share of its calls (and
@@ -103,6 +104,8 @@ class ToolSetFacts:
     # The tools that write (`ToolTraits.writes`): called when asked for, never added to make
     # what another step needs.
     writes: frozenset[str] = frozenset()
+    # The last noun of each tool's name, as written there.
+    name_nouns: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, specs: Sequence[ArmSpec]) -> ToolSetFacts:
@@ -121,7 +124,12 @@ class ToolSetFacts:
         }
         descriptions = {spec.id: spec.description for spec in specs}
         words = ToolWords(specs)
-        return cls(traits, ordered, descriptions, _nouns(specs), words, writes)
+        name_nouns = {
+            spec.id: nouns[-1]
+            for spec in specs
+            if (nouns := [w for w in name_parts(spec.id)[1] if w.isalpha() and w not in STOPWORDS])
+        }
+        return cls(traits, ordered, descriptions, _nouns(specs), words, writes, name_nouns)
 
 
 class ToolGraph:
@@ -160,6 +168,11 @@ class ToolGraph:
 
     def description(self, tool: str) -> str:
         return self.facts.descriptions.get(tool, "")
+
+    def name_noun(self, tool: str) -> str | None:
+        """The last noun of `tool`'s name as written there ("appointments" of
+        `list_appointments`), None for a name of no noun."""
+        return self.facts.name_nouns.get(tool)
 
     def noun(self, key: str) -> str:
         """How the tools write entity `key` (its shortest form: "movie", not "movies")."""

@@ -78,6 +78,10 @@ OWN_WORDS_WEIGHT = 2.0
 OWN_WORDS_WEIGHT_WITH_EXAMPLES = 0.2
 FOLLOW_WEIGHT = 0.5
 CONTEXT_WEIGHT = 1.0
+# A tool whose ids the request gives or an earlier step yields (it can be called as it is),
+# and one whose name's noun the piece writes in the same number ("what appointments").
+GIVEN_WEIGHT = 0.5
+NUMBER_WEIGHT = 0.3
 # How deep producers of producers are added.
 MAX_PRODUCER_DEPTH = 2
 _WARNING_CHARS = 80
@@ -288,6 +292,8 @@ class PieceMatcher:
                 + self.own_words * strengths[tool] / strongest
                 + FOLLOW_WEIGHT * follows
                 + CONTEXT_WEIGHT * self.context.get(tool, 0.0)
+                + GIVEN_WEIGHT * self._ids_at_hand(tool, made)
+                + NUMBER_WEIGHT * self._agrees(tool, piece)
             )
 
         tool = max(candidates, key=worth)
@@ -323,6 +329,25 @@ class PieceMatcher:
             return True
         return same_action(asked, own) or words.says(tool, asked)
 
+    def _ids_at_hand(self, tool: str, made: set[str]) -> bool:
+        """Whether `tool` takes ids and the request gives each ("doctor D-7") or an earlier
+        step yields it: it can be called as it is."""
+        needs = self.graph.traits[tool].fetched_needs()
+        return bool(needs) and all(
+            key in made or _gives(self.goal, self.graph.noun(key)) for key in needs
+        )
+
+    def _agrees(self, tool: str, piece: str) -> bool:
+        """Whether the piece names what the tool's name is about in the same number: "what
+        appointments" asks for `list_appointments`, "the appointment A-2" for
+        `get_appointment`."""
+        noun = self.graph.name_noun(tool)
+        if noun is None:
+            return False
+        key = entity_key(noun)
+        written = [word for word in tokens(piece) if word.isalpha() and entity_key(word) == key]
+        return bool(written) and any(_plural(word) == _plural(noun) for word in written)
+
     def _inputs_at_hand(self, tool: str, made: set[str]) -> bool:
         traits = self.graph.traits[tool]
         given = [key for key in traits.needs if key not in traits.fetched]
@@ -343,6 +368,10 @@ def _with_verbs(pieces: list[GoalPiece]) -> list[GoalPiece]:
             verb = piece.text.split()[0] if _OPENS_WITH_VERB.match(piece.text) else None
         read.append(piece)
     return read
+
+
+def _plural(word: str) -> bool:
+    return word.endswith("s") and not word.endswith(("ss", "us", "is"))
 
 
 def _unled(piece: str) -> str:
