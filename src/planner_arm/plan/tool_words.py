@@ -70,7 +70,13 @@ _ANY_ACTION = frozenset(
     stem(verb) for verb in word_set("send get set make do run use handle manage process")
 )
 # Words of a request that say nothing about which tool.
-_NOT_CONTENT = STOPWORDS | word_set("me my us our i we you your please help want need would like")
+_NOT_CONTENT = STOPWORDS | word_set(
+    "me my us our i we you your please help want need would like what which who whom whose how "
+    "does do did was were can could will should"
+)
+# Values a request gives (e-mail addresses, links, ids with digits): they say which thing,
+# never which tool.
+_VALUES = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+|(?<![\w.])[A-Za-z]*[-_#]?\d[\w.:/-]*")
 _FILLER_OPENING = re.compile(r"^\s*(?:please|kindly|also|then|and)\s+", re.IGNORECASE)
 _TELL_ME = re.compile(
     r"^\s*(?:please\s+)?(?:tell|give|show)\s+(?:me|us)\b|^\s*(?:please\s+)?let\s+(?:me|us)\s+know\b",
@@ -185,7 +191,9 @@ def _weighed_stems(piece: str) -> dict[str, float]:
     """The stems of a piece's words; when it opens with a verb, the verb weighs HEAD and the
     next word (its object) OBJECT; the words related to them (`related_words.py`: "wrote",
     author) RELATED."""
-    content = [stem(word) for word in words(_asked(piece)) if word not in _NOT_CONTENT]
+    content = [
+        stem(word) for word in words(_VALUES.sub(" ", _asked(piece))) if word not in _NOT_CONTENT
+    ]
     led = bool(content) and content[0] in VERB_STEMS
     weighed: dict[str, float] = {}
     for position, word in enumerate(content):

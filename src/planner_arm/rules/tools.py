@@ -230,7 +230,7 @@ class PieceMatcher:
         self.rankings = [
             index.ranked(_unled(piece.text)) if index.ids else [] for piece in self.pieces
         ]
-        whole = index.ranked(goal) if index.ids and len(self.pieces) > 1 else []
+        whole = index.ranked(_unled(goal)) if index.ids and len(self.pieces) > 1 else []
         self.context = {
             tool: score / whole[0][1] for tool, score in whole[:CANDIDATES] if score > 0
         }
