@@ -208,7 +208,9 @@ def _hit(event: Event) -> EventHit:
 
 
 @server.tool()
-def search_events(query: str, city: str | None = None, on_date: date | None = None) -> EventSearchResult:
+def search_events(
+    query: str, city: str | None = None, on_date: date | None = None
+) -> EventSearchResult:
     """Search upcoming events (concerts, theatre, comedy, sport).
 
     Args:
@@ -256,7 +258,9 @@ def get_venue(venue_id: str) -> Venue:
 
 
 @server.tool()
-def list_seats(event_id: str, section: str | None = None, max_price: float | None = None) -> SeatMap:
+def list_seats(
+    event_id: str, section: str | None = None, max_price: float | None = None
+) -> SeatMap:
     """List the seats still for sale at an event, cheapest first.
 
     Args:

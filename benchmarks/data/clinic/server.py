@@ -337,7 +337,9 @@ def request_refill(
     ] = None,
 ) -> RefillRequest:
     """Ask for a repeat prescription to be refilled and sent to a pharmacy."""
-    held = [p for rows in PRESCRIPTIONS.values() for p in rows if p.prescription_id == prescription_id]
+    held = [
+        p for rows in PRESCRIPTIONS.values() for p in rows if p.prescription_id == prescription_id
+    ]
     if not held:
         raise ValueError(f"no prescription {prescription_id}")
     status: Literal["sent", "needs_review"] = "sent" if held[0].refills_left else "needs_review"

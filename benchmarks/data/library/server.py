@@ -145,7 +145,7 @@ NOTICES: list[Notice] = []
 
 
 def _loan(loan_id: str) -> Loan:
-    member_id, book_id, due, renewals = LOANS[loan_id]
+    _, book_id, due, renewals = LOANS[loan_id]
     return Loan(loan_id=loan_id, book_id=book_id, title=BOOKS[book_id].title, due_date=due,
                 renewals=renewals)  # fmt: skip
 
