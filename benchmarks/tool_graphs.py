@@ -4,11 +4,14 @@
         [--data DIR] [--split dev|heldout|all] [--cases N] [--seed S]
         [--systems service,direct,rules] [--tool-shortlist N] [--json out.json]
     .venv/bin/python benchmarks/tool_graphs.py --stub --data benchmarks/data/tiny-tools
+    .venv/bin/python benchmarks/tool_graphs.py --domains --systems rules [--examples 3] [--verbose]
 
 DIR holds `tools.json` (`{"nodes": [{"id", "desc"}, ...]}`) and `cases.jsonl` (one request a
 line: `id`, `user_request`, `task_nodes` `[{"task": tool id}]`, `task_links`
 `[{"source", "target"}]`); the default is `../shared/benchmarks/tool-graphs/ultratool` from the
-repository root. A seeded sample of N cases of the split goes through each system:
+repository root. `--data` may be given more than once, and `--domains` adds the four everyday
+MCP domains of `benchmarks/data` (library, clinic, bike-share, box-office): one row of figures
+per data set. A seeded sample of N cases of the split goes through each system:
 
 - service: POST /plan of the app built in this process (create_app, served through httpx's
   ASGITransport), the model at --model-url, the case's tools in the `tools` field;
@@ -29,6 +32,21 @@ the share of requests with node F1 >= 0.99. A service plan's nodes are its steps
 `required_arm`s; its links, for each step and each step it depends on, (that step's tool, this
 step's tool). `--stub` serves a stub model on loopback that answers each request with its gold
 graph, so the whole harness runs without a real model.
+
+An MCP domain is a DIR with `server.py` instead of `tools.json`: a FastMCP server object named
+`server` and `WRITE_TOOLS`, the names of its tools that change something. Its tools are listed
+through the MCP protocol in this process (an in-memory client session over the server) and
+sent to POST /plan as `tools/list` gives them (`name`, `description`, `inputSchema`,
+`outputSchema`), with `specialize: true`, so each step carries its arguments. Its cases may
+also hold `arguments` (`{tool: {argument: value}}`, values a careful reader is sure of) and
+`unplanned` (the words of the goal that ask for what no tool does). Every case of a domain is
+scored (the split is for UltraTool's thousands), except the `--examples` K chosen by seed,
+which are sent as the request's worked examples (its `examples` field). Besides the F1s, a
+domain reports `writes_added` (steps over a write tool that the gold plan does not have),
+`dropped` (plans missing a gold tool with no `goal_part_unplanned` warning), `unplanned_hit`
+(the share of `unplanned` parts such a warning names: most of the part's words are in its
+detail) and `arguments` (the share of expected values a step of that tool has: equal, or for
+text, the expected text within the planned value, case aside).
 """
 
 from __future__ import annotations
@@ -36,7 +54,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import importlib.util
 import json
+import logging
 import os
 import random
 import statistics
@@ -46,10 +66,12 @@ from collections import Counter
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
 import openai
+from mcp.shared.memory import create_connected_server_and_client_session
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -63,6 +85,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "benchmarks" / "tool-graphs" / "ultratool"
 SYSTEMS = ("service", "direct", "rules")
 SPLITS = ("dev", "heldout", "all")
+DOMAINS = [
+    ROOT / "benchmarks" / "data" / name
+    for name in ("library", "clinic", "bike-share", "box-office")
+]
+DEFAULT_EXAMPLES = 1000  # worked examples of a tools.json set, in the service's configuration
 HELDOUT_BUCKETS = 5  # a fifth of the cases, by a hash of their id, is held out
 FULL_MARKS = 0.99  # node F1 at or above this counts as an exact plan
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a large tool set is well past the default body limit
@@ -89,12 +116,21 @@ class Case:
     request: str
     gold: Graph
     order: tuple[str, ...]  # the gold nodes in their listed order
+    # (tool, argument, value) a step of that tool should be given; the goal's words that ask
+    # for what no tool does.
+    arguments: tuple[tuple[str, str, Any], ...] = ()
+    unplanned: tuple[str, ...] = ()
 
 
 def load_data(directory: Path) -> tuple[list[Tool], list[Case]]:
     """The tools and cases of a data directory (tools.json and cases.jsonl)."""
     nodes = json.loads((directory / "tools.json").read_text(encoding="utf-8"))["nodes"]
     tools = [Tool(str(node["id"]), str(node.get("desc", ""))) for node in nodes]
+    return tools, load_cases(directory)
+
+
+def load_cases(directory: Path) -> list[Case]:
+    """The cases of a data directory's cases.jsonl."""
     cases = []
     with (directory / "cases.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
@@ -104,8 +140,81 @@ def load_data(directory: Path) -> tuple[list[Tool], list[Case]]:
             order = tuple(str(node["task"]) for node in row["task_nodes"])
             links = frozenset((str(ln["source"]), str(ln["target"])) for ln in row["task_links"])
             gold = Graph(frozenset(order), links)
-            cases.append(Case(str(row["id"]), str(row["user_request"]).strip(), gold, order))
-    return tools, cases
+            arguments = tuple(
+                (str(tool), str(name), value)
+                for tool, values in (row.get("arguments") or {}).items()
+                for name, value in values.items()
+            )
+            unplanned = tuple(str(part) for part in row.get("unplanned") or ())
+            request = str(row["user_request"]).strip()
+            cases.append(Case(str(row["id"]), request, gold, order, arguments, unplanned))
+    return cases
+
+
+def is_mcp_domain(directory: Path) -> bool:
+    return (directory / "server.py").is_file()
+
+
+def import_server(directory: Path) -> ModuleType:
+    """A domain's server.py, imported by path under a name of its own (pydantic resolves its
+    models' annotations through the module, so it is registered in sys.modules)."""
+    name = "tool_graphs_domain_" + "".join(c if c.isalnum() else "_" for c in directory.name)
+    spec = importlib.util.spec_from_file_location(name, directory / "server.py")
+    if spec is None or spec.loader is None:
+        raise ValueError(f"cannot import {directory / 'server.py'}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    # FastMCP sets up the root logger (a handler at INFO) when a server is made: the import
+    # leaves the process's logging as it was.
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        root.handlers[:], root.level = handlers, level
+    return module
+
+
+MCP_TOOL_KEYS = ("name", "description", "inputSchema", "outputSchema")
+
+
+async def list_mcp_tools(server: Any) -> list[dict[str, Any]]:
+    """The server's tools as an MCP client gets them from `tools/list`, through an in-memory
+    session (the whole protocol, in this process)."""
+    async with create_connected_server_and_client_session(server._mcp_server) as session:
+        listed = await session.list_tools()
+    tools = []
+    for tool in listed.tools:
+        item = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+        tools.append({key: item[key] for key in MCP_TOOL_KEYS if key in item})
+    return tools
+
+
+@dataclass
+class DataSet:
+    """A data directory, read: its tools (for the direct prompt and the shortlist), its cases
+    and, for an MCP domain, its tools as `tools/list` gives them and its write tools."""
+
+    path: Path
+    tools: list[Tool]
+    cases: list[Case]
+    mcp_tools: list[dict[str, Any]] | None = None
+    write_tools: frozenset[str] = frozenset()
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+async def load_set(directory: Path) -> DataSet:
+    if not is_mcp_domain(directory):
+        tools, cases = load_data(directory)
+        return DataSet(directory, tools, cases)
+    module = import_server(directory)
+    mcp_tools = await list_mcp_tools(module.server)
+    tools = [Tool(item["name"], str(item.get("description", ""))) for item in mcp_tools]
+    writes = frozenset(getattr(module, "WRITE_TOOLS", ()))
+    return DataSet(directory, tools, load_cases(directory), mcp_tools, writes)
 
 
 def split_of(case_id: str) -> str:
@@ -160,6 +269,80 @@ def score(predicted: Graph | None, gold: Graph, known: set[str]) -> Score:
         return Score(0.0, no_link, valid=False)
     link_f1 = f1(predicted.links, gold.links) if gold.links else None
     return Score(f1(predicted.nodes, gold.nodes), link_f1, valid=True)
+
+
+# ---------------------------------------------------------------- an MCP domain's further figures
+
+UNPLANNED = "goal_part_unplanned"
+NAMED_SHARE = 0.6  # a warning names a part when it holds this share of the part's words
+
+
+def unplanned_details(warnings: list[dict[str, Any]]) -> list[str]:
+    return [str(note.get("detail", "")) for note in warnings if note.get("code") == UNPLANNED]
+
+
+def writes_added(plan: list[dict[str, Any]], gold: Graph, write_tools: frozenset[str]) -> int:
+    """The plan's steps over a write tool that the gold plan does not call."""
+    return sum(
+        step.get("required_arm") in write_tools and step.get("required_arm") not in gold.nodes
+        for step in plan
+    )
+
+
+def silently_dropped(predicted: Graph | None, gold: Graph, warnings: list[dict[str, Any]]) -> bool:
+    """A gold tool is missing from the plan and no warning says a part of the goal went
+    unplanned."""
+    missing = gold.nodes - (predicted.nodes if predicted is not None else frozenset())
+    return bool(missing) and not unplanned_details(warnings)
+
+
+def _words(text: str) -> list[str]:
+    return "".join(c.lower() if c.isalnum() else " " for c in text).split()
+
+
+def unplanned_named(parts: tuple[str, ...], warnings: list[dict[str, Any]]) -> int:
+    """How many of `parts` a `goal_part_unplanned` warning names: one whose detail holds most
+    of the part's words (a detail is cut at 80 characters, so its last words may be missing)."""
+    details = [set(_words(detail)) for detail in unplanned_details(warnings)]
+    named = 0
+    for part in parts:
+        words = _words(part)
+        if words and any(sum(w in d for w in words) >= NAMED_SHARE * len(words) for d in details):
+            named += 1
+    return named
+
+
+def step_arguments(step: dict[str, Any]) -> dict[str, Any]:
+    """A step's arguments: its `input`, or what a `needs` input found so far."""
+    given = step.get("input")
+    if not isinstance(given, dict):
+        return {}
+    if "needs" in given:
+        found = given.get("arguments")
+        return found if isinstance(found, dict) else {}
+    return given
+
+
+def value_matches(expected: Any, planned: Any) -> bool:
+    if isinstance(expected, str):
+        return isinstance(planned, str) and expected.casefold() in planned.casefold()
+    if isinstance(expected, bool) or isinstance(planned, bool):  # True is not 1
+        return expected is planned
+    return bool(expected == planned)
+
+
+def arguments_matched(
+    expected: tuple[tuple[str, str, Any], ...], plan: list[dict[str, Any]]
+) -> int:
+    """How many expected (tool, argument, value) a step over that tool has."""
+    return sum(
+        any(
+            step.get("required_arm") == tool
+            and value_matches(value, step_arguments(step).get(name))
+            for step in plan
+        )
+        for tool, name, value in expected
+    )
 
 
 def _strict_json(text: str) -> Any:
@@ -267,6 +450,8 @@ class Outcome:
     completion_tokens: int = 0
     source: str | None = None
     note: str | None = None  # an error, or why the service fell back
+    plan: list[dict[str, Any]] = field(default_factory=list)  # a service plan's steps
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # a service plan's warnings
 
 
 @dataclass
@@ -282,6 +467,10 @@ class Run:
     examples: list[dict[str, Any]] = field(default_factory=list)
     # The service's `planning.tool_shortlist` (0: every tool listed); None: the default.
     tool_shortlist: int | None = None
+    # An MCP domain's tools as tools/list gives them (sent instead of `tools`, with
+    # `specialize: true`), and the worked examples sent in each request's `examples`.
+    mcp_tools: list[dict[str, Any]] | None = None
+    request_examples: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Direct:
@@ -339,11 +528,15 @@ class Service:
     """POST /plan of the app in this process, with the case's tools in the `tools` field."""
 
     def __init__(self, run: Run, client: httpx.AsyncClient) -> None:
-        self.body_tools = tool_items(run.tools)
+        self.body: dict[str, Any] = {"tools": tool_items(run.tools)}
+        if run.mcp_tools is not None:
+            self.body = {"tools": run.mcp_tools, "specialize": True}
+        if run.request_examples:
+            self.body["examples"] = run.request_examples
         self.client = client
 
     async def plan(self, case: Case) -> Outcome:
-        body = {"goal": case.request, "tools": self.body_tools, "options": {"use_cache": False}}
+        body = {"goal": case.request, **self.body, "options": {"use_cache": False}}
         started = time.perf_counter()
         response = await self.client.post("/plan", json=body)
         outcome = Outcome(case.id, None, time.perf_counter() - started)
@@ -353,6 +546,8 @@ class Service:
             return outcome
         metadata = answer["metadata"]
         outcome.graph = graph_from_plan(answer["plan"])
+        outcome.plan = list(answer["plan"])
+        outcome.warnings = list(metadata.get("warnings", []))
         outcome.calls = int(metadata.get("attempts", 0))
         outcome.prompt_tokens = int(answer["estimated_cost"]["prompt_tokens"])
         outcome.completion_tokens = int(answer["estimated_cost"]["completion_tokens"])
@@ -465,6 +660,39 @@ class Figures:
     p90_seconds: float
     sources: dict[str, int] = field(default_factory=dict)
     notes: dict[str, int] = field(default_factory=dict)
+    # An MCP domain's further figures (None elsewhere): see the module's docstring.
+    writes_added: int | None = None
+    dropped: int | None = None
+    unplanned_hit: float | None = None
+    arguments: float | None = None
+
+
+@dataclass(frozen=True)
+class DomainCounts:
+    """One plan's further figures over an MCP domain."""
+
+    writes_added: int
+    dropped: bool
+    unplanned_named: int
+    arguments_matched: int
+
+
+def domain_counts(outcome: Outcome, case: Case, write_tools: frozenset[str]) -> DomainCounts:
+    return DomainCounts(
+        writes_added=writes_added(outcome.plan, case.gold, write_tools),
+        dropped=silently_dropped(outcome.graph, case.gold, outcome.warnings),
+        unplanned_named=unplanned_named(case.unplanned, outcome.warnings),
+        arguments_matched=arguments_matched(case.arguments, outcome.plan),
+    )
+
+
+def add_domain_figures(figs: Figures, counts: list[DomainCounts], cases: list[Case]) -> None:
+    parts = sum(len(case.unplanned) for case in cases)
+    values = sum(len(case.arguments) for case in cases)
+    figs.writes_added = sum(c.writes_added for c in counts)
+    figs.dropped = sum(c.dropped for c in counts)
+    figs.unplanned_hit = sum(c.unplanned_named for c in counts) / parts if parts else None
+    figs.arguments = sum(c.arguments_matched for c in counts) / values if values else None
 
 
 def p90(values: list[float]) -> float:
@@ -517,7 +745,18 @@ def table(rows: list[Figures]) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="tools.json + cases.jsonl")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        action="append",
+        help="tools.json (or an MCP server.py) + cases.jsonl; repeat for more (default: UltraTool)",
+    )
+    parser.add_argument(
+        "--domains",
+        action="store_true",
+        help="add the four everyday MCP domains of benchmarks/data",
+    )
+    parser.add_argument("--verbose", action="store_true", help="a line per case: planned vs gold")
     parser.add_argument("--split", choices=SPLITS, default="dev")
     parser.add_argument("--cases", type=int, default=50, help="how many cases to sample")
     parser.add_argument("--seed", type=int, default=1)
@@ -538,8 +777,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--examples",
         type=int,
-        default=1000,
-        help="service: dev cases outside the sample given as worked examples (0: none)",
+        help="worked examples: on tools.json data, dev cases outside the sample in the "
+        f"configuration (default {DEFAULT_EXAMPLES}); on an MCP domain, cases chosen by seed in "
+        "each request's `examples` and not scored (default 0)",
     )
     parser.add_argument(
         "--shortlist", type=int, default=40, help="the shortlist size whose recall is printed"
@@ -558,6 +798,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--timeout: more than 0 and at most 300 seconds")
     if options.cases < 1:
         parser.error("--cases: at least 1")
+    options.data = [*(options.data or ([] if options.domains else [DEFAULT_DATA]))]
+    options.data += DOMAINS if options.domains else []
+    if "direct" in systems and not options.examples and any(map(is_mcp_domain, options.data)):
+        parser.error("direct on an MCP domain shows a worked example: give --examples 1 or more")
     needs_model = bool(set(systems) - {"rules"})
     if needs_model and not options.stub and not options.model_url:
         parser.error("service and direct need --model-url (or --stub)")
@@ -608,51 +852,170 @@ async def first_model(url: str, api_key: str) -> str:
         return page.data[0].id if page.data else "default"
 
 
-async def run_all(options: argparse.Namespace, stub: StubLLM | None) -> dict[str, Any]:
-    tools, cases = load_data(options.data)
-    sample, example = choose_cases(cases, options.split, options.cases, options.seed)
+def domain_cases(
+    cases: list[Case], examples: int, count: int, seed: int
+) -> tuple[list[Case], list[Case]]:
+    """An MCP domain's worked examples (`examples` cases chosen by seed) and the cases scored:
+    the others, in file order (a seeded sample of `count` when there are more)."""
+    rng = random.Random(seed)
+    shown = rng.sample(cases, min(examples, len(cases)))
+    rest = [case for case in cases if case not in shown]
+    if count < len(rest):
+        chosen = {case.id for case in rng.sample(rest, count)}
+        rest = [case for case in rest if case.id in chosen]
+    return shown, rest
+
+
+def case_record(o: Outcome, s: Score, counts: DomainCounts | None) -> dict[str, Any]:
+    record = {**asdict(s), "id": o.case, "calls": o.calls, "prompt_tokens": o.prompt_tokens,
+              "completion_tokens": o.completion_tokens, "seconds": round(o.seconds, 3),
+              "source": o.source, "note": o.note,
+              "nodes": sorted(o.graph.nodes) if o.graph else None}  # fmt: skip
+    if counts is not None:
+        record |= asdict(counts) | {
+            "steps": [
+                {key: step.get(key) for key in ("step", "required_arm", "depends_on", "input")}
+                for step in o.plan
+            ],
+            "warnings": o.warnings,
+        }
+    return record
+
+
+async def run_set(
+    options: argparse.Namespace, stub: StubLLM | None, data: DataSet
+) -> dict[str, Any]:
+    """Every system over one data set: its figures and every case."""
+    mcp = data.mcp_tools is not None
+    if mcp:
+        shown, sample = domain_cases(data.cases, options.examples or 0, options.cases, options.seed)
+        # Only the direct prompt reads `example`; parse_args wants examples for it on a domain.
+        example, config_examples = (shown or sample)[0], []
+        split = "all"
+    else:
+        sample, example = choose_cases(data.cases, options.split, options.cases, options.seed)
+        count = DEFAULT_EXAMPLES if options.examples is None else options.examples
+        config_examples = worked_examples(data.cases, sample, count, options.seed)
+        shown, split = [], options.split
     url = stub.base_url if stub is not None else options.model_url
     model = options.model or (DEFAULT_MODEL if stub is not None else None)
     if model is None and url is not None:
         model = await first_model(url, options.api_key)
-    examples = worked_examples(cases, sample, options.examples, options.seed)
-    run = Run(tools, example, model or "none", url, options.api_key, options.timeout,
-              options.max_tokens, examples, options.tool_shortlist)  # fmt: skip
-    print(f"{options.data}: {len(tools)} tools; {len(sample)} {options.split} cases "
-          f"(seed {options.seed}), worked example {example.id}; model {run.model} at {url}",
-          flush=True)  # fmt: skip
-    recall = shortlist_recall(tools, sample, options.shortlist, examples)
+    run = Run(data.tools, example, model or "none", url, options.api_key, options.timeout,
+              options.max_tokens, config_examples, options.tool_shortlist, data.mcp_tools,
+              [example_of(case) for case in shown])  # fmt: skip
+    given = (
+        f"{len(shown)} worked examples in each request" if mcp else f"worked example {example.id}"
+    )
+    print(f"{data.path}: {len(data.tools)} tools; {len(sample)} {split} cases "
+          f"(seed {options.seed}), {given}; model {run.model} at {url}", flush=True)  # fmt: skip
+    recall = shortlist_recall(data.tools, sample, options.shortlist, config_examples)
     print(f"shortlist of {options.shortlist} tools: {recall:.1%} of the gold tools are in it",
           flush=True)  # fmt: skip
-    known = {tool.id for tool in tools}
+    known = {tool.id for tool in data.tools}
     results: dict[str, Any] = {"systems": {}, "cases": {}, "shortlist_recall": recall}
     for system in options.systems:
         outcomes = await run_system(system, run, sample, stub)
-        scores = [
-            score(o.graph, case.gold, known) for o, case in zip(outcomes, sample, strict=True)
-        ]
-        results["systems"][system] = asdict(figures(system, outcomes, scores))
+        pairs = list(zip(outcomes, sample, strict=True))
+        scores = [score(o.graph, case.gold, known) for o, case in pairs]
+        figs = figures(system, outcomes, scores)
+        counts = [domain_counts(o, case, data.write_tools) for o, case in pairs] if mcp else None
+        if counts is not None:
+            add_domain_figures(figs, counts, sample)
+        results["systems"][system] = asdict(figs)
         results["cases"][system] = [
-            {**asdict(s), "id": o.case, "calls": o.calls, "prompt_tokens": o.prompt_tokens,
-             "completion_tokens": o.completion_tokens, "seconds": round(o.seconds, 3),
-             "source": o.source, "note": o.note,
-             "nodes": sorted(o.graph.nodes) if o.graph else None}
-            for o, s in zip(outcomes, scores, strict=True)
-        ]  # fmt: skip
-    meta = {"data": str(options.data), "split": options.split, "seed": options.seed,
-            "example": example.id, "model": run.model, "model_url": url, "stub": stub is not None,
+            case_record(o, s, counts[n] if counts else None)
+            for n, (o, s) in enumerate(zip(outcomes, scores, strict=True))
+        ]
+    meta = {"data": str(data.path), "mcp": mcp, "split": split, "seed": options.seed,
+            "example": example.id, "examples": [case.id for case in shown],
+            "worked_examples": len(shown) if mcp else len(config_examples),
+            "model": run.model, "model_url": url, "stub": stub is not None,
             "case_ids": [case.id for case in sample]}  # fmt: skip
+    if options.verbose:
+        print_cases({**meta, **results}, {case.id: case for case in sample})
     return {**meta, **results}
 
 
+async def run_all(options: argparse.Namespace, stub: StubLLM | None) -> dict[str, Any]:
+    """One data set: its results; several: `{"data_sets": [its results, ...]}`."""
+    runs = [await run_set(options, stub, await load_set(path)) for path in options.data]
+    return runs[0] if len(runs) == 1 else {"data_sets": runs}
+
+
+def print_cases(results: dict[str, Any], cases: dict[str, Case]) -> None:
+    """A line per case and system: the request, what was planned and what gold holds."""
+
+    def shape(tools: list[str], links: list[tuple[str, str]]) -> str:
+        return ", ".join(tools) + (
+            " | " + ", ".join(f"{a}->{b}" for a, b in links) if links else ""
+        )
+
+    for system, records in results["cases"].items():
+        for record in records:
+            case = cases[record["id"]]
+            gold = shape(list(case.order), sorted(case.gold.links))
+            steps = record.get("steps")
+            if steps is not None:
+                tool_of = {step["step"]: step["required_arm"] for step in steps}
+                got = shape([step["required_arm"] for step in steps],
+                            [(tool_of.get(d, "?"), step["required_arm"])
+                             for step in steps for d in step["depends_on"] or []])  # fmt: skip
+                unplanned = unplanned_details(record["warnings"])
+                extra = (f" writes_added {record['writes_added']}"
+                         f" args {record['arguments_matched']}/{len(case.arguments)}"
+                         + (" DROPPED" if record["dropped"] else "")
+                         + (f" unplanned {unplanned}" if unplanned else ""))  # fmt: skip
+            else:
+                got, extra = ", ".join(record["nodes"] or []), ""
+            link = "n/a" if record["link_f1"] is None else f"{record['link_f1']:.2f}"
+            print(
+                f"[{system}] {case.id} node {record['node_f1']:.2f} link {link}{extra}\n"
+                f"    request: {case.request}\n    planned: {got}\n    gold:    {gold}"
+            )
+
+
+SUMMARY = ("data", "system", "examples", "cases", "node F1", "link F1", "exact",
+           "writes_added", "dropped", "unplanned_hit", "arguments")  # fmt: skip
+
+
+def summary(data_sets: list[dict[str, Any]]) -> str:
+    """One row per data set and system."""
+    rows = [SUMMARY]
+    for results in data_sets:
+        for figs in results["systems"].values():
+            f = Figures(**figs)
+
+            def share(value: float | None) -> str:
+                return "n/a" if value is None else f"{value:.3f}"
+
+            def count(value: int | None) -> str:
+                return "n/a" if value is None else str(value)
+
+            rows.append((Path(results["data"]).name, f.system, str(results["worked_examples"]),
+                         str(f.plans), f"{f.node_f1:.3f}", share(f.link_f1), f"{f.accuracy:.1%}",
+                         count(f.writes_added), count(f.dropped), share(f.unplanned_hit),
+                         share(f.arguments)))  # fmt: skip
+    widths = [max(len(row[n]) for row in rows) for n in range(len(SUMMARY))]
+    return "\n".join(
+        "  ".join(f"{v:>{w}}" for v, w in zip(row, widths, strict=True)) for row in rows
+    )
+
+
 def report(results: dict[str, Any]) -> None:
-    rows = [Figures(**figs) for figs in results["systems"].values()]
-    print("\n" + table(rows))
-    for row in rows:
-        if row.sources:
-            print(f"{row.system}: sources " + ", ".join(f"{k} {v}" for k, v in row.sources.items()))
-        for note, count in row.notes.items():
-            print(f"{row.system}: {count} x {note}")
+    data_sets = results.get("data_sets", [results])
+    for one in data_sets:
+        rows = [Figures(**figs) for figs in one["systems"].values()]
+        print(f"\n{one['data']}\n" + table(rows))
+        for row in rows:
+            if row.sources:
+                print(
+                    f"{row.system}: sources "
+                    + ", ".join(f"{k} {v}" for k, v in row.sources.items())
+                )
+            for note, count in row.notes.items():
+                print(f"{row.system}: {count} x {note}")
+    print("\n" + summary(data_sets))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -305,3 +305,209 @@ def test_the_script_runs_from_the_command_line(tmp_path: Path) -> None:
     assert "node F1" in done.stdout
     assert "direct" in done.stdout
     assert json.loads(out.read_text())["systems"]["direct"]["plans"] == 1
+
+
+# --- MCP domains ---------------------------------------------------------------------------
+
+DATA = ROOT / "benchmarks" / "data"
+LIBRARY = DATA / "library"
+LIBRARY_TOOLS = {
+    "search_books", "get_book", "find_member", "list_loans", "renew_loan", "place_hold",
+    "check_availability", "notify_member",
+}  # fmt: skip
+
+
+async def test_an_mcp_domain_is_listed_through_the_mcp_protocol() -> None:
+    data = await tg.load_set(LIBRARY)
+    assert {tool["name"] for tool in data.mcp_tools} == LIBRARY_TOOLS
+    for tool in data.mcp_tools:
+        assert set(tool) == {"name", "description", "inputSchema", "outputSchema"}
+        assert tool["inputSchema"]["type"] == "object"
+        assert tool["description"]
+    by_name = {tool["name"]: tool for tool in data.mcp_tools}
+    # pydantic's shape: a list of models is nested under $defs and reached by $ref.
+    found = by_name["search_books"]["outputSchema"]
+    assert found["properties"]["result"]["items"] == {"$ref": "#/$defs/BookSummary"}
+    assert "book_id" in found["$defs"]["BookSummary"]["properties"]
+    assert by_name["get_book"]["inputSchema"]["required"] == ["book_id"]
+    assert data.write_tools == {"renew_loan", "place_hold", "notify_member"}
+    assert [tool.id for tool in data.tools] == [tool["name"] for tool in data.mcp_tools]
+    first = data.cases[0]
+    assert first.arguments == (
+        ("search_books", "query", "Dune"),
+        ("find_member", "email", "alice@example.com"),
+    )
+    assert data.cases[3].unplanned == ("translate its summary into French",)
+
+
+async def test_a_domain_server_answers_its_tools() -> None:
+    server = tg.import_server(LIBRARY).server
+    async with tg.create_connected_server_and_client_session(server._mcp_server) as session:
+        found = await session.call_tool("search_books", {"query": "Dune"})
+        missing = await session.call_tool("get_book", {"book_id": "B-999"})
+    assert found.structuredContent == {
+        "result": [{"book_id": "B-100", "title": "Dune", "author": "Frank Herbert", "year": 1965}]
+    }
+    assert missing.isError
+
+
+def library_case() -> Any:
+    return next(case for case in tg.load_cases(LIBRARY) if case.id == "library-01")
+
+
+def test_a_plan_over_a_domain_counts_writes_added_and_silent_drops() -> None:
+    case = library_case()  # search_books + find_member -> place_hold
+    writes = frozenset({"renew_loan", "place_hold", "notify_member"})
+    plan = [
+        {"step": 1, "required_arm": "find_member", "depends_on": []},
+        {"step": 2, "required_arm": "renew_loan", "depends_on": [1]},
+        {"step": 3, "required_arm": "place_hold", "depends_on": [1, 2]},
+    ]
+    graph = tg.graph_from_plan(plan)
+    result = tg.score(graph, case.gold, LIBRARY_TOOLS)
+    assert result.node_f1 == pytest.approx(2 / 3)
+    assert result.link_f1 == pytest.approx(0.4)  # find_member -> place_hold: 1 of 2 gold, 3 planned
+    # renew_loan writes and the gold plan does not call it; place_hold writes and it does.
+    assert tg.writes_added(plan, case.gold, writes) == 1
+    # search_books is missing: silently, unless a warning says a part went unplanned.
+    assert tg.silently_dropped(graph, case.gold, [{"code": "fallback_used", "detail": "x"}])
+    unplanned = [{"code": "goal_part_unplanned", "detail": "Find the book Dune"}]
+    assert not tg.silently_dropped(graph, case.gold, unplanned)
+    assert tg.silently_dropped(None, case.gold, [])
+    whole = tg.graph_from_plan(
+        [*plan, {"step": 4, "required_arm": "search_books", "depends_on": []}]
+    )
+    assert not tg.silently_dropped(whole, case.gold, [])
+
+
+def test_an_unplanned_part_is_hit_when_a_warning_names_most_of_its_words() -> None:
+    parts = ("buy a copy from the bookshop next door",)
+    cut = "Buy a copy from the bookshop next…"  # a detail is cut at 80 characters
+    assert tg.unplanned_named(parts, [{"code": "goal_part_unplanned", "detail": cut}]) == 1
+    # The doable part named instead of the impossible one is no hit, nor is another code.
+    other = [{"code": "goal_part_unplanned", "detail": "Tell me who wrote Neuromancer"}]
+    assert tg.unplanned_named(parts, other) == 0
+    assert tg.unplanned_named(parts, [{"code": "action_unlike_tool", "detail": parts[0]}]) == 0
+
+
+def test_expected_arguments_are_matched_in_the_steps_of_their_tool() -> None:
+    expected = (
+        ("search_books", "query", "Dune"),
+        ("find_member", "email", "alice@example.com"),
+        ("place_hold", "member_id", "M-7"),
+        ("unlock_bike", "electric", True),
+        ("list_seats", "max_price", 50),
+    )
+    plan = [
+        {"step": 1, "required_arm": "search_books", "input": {"query": "the book DUNE"}},
+        # A `needs` input counts what it found so far.
+        {"step": 2, "required_arm": "find_member",
+         "input": {"needs": "human_or_model", "arguments": {"email": "alice@example.com"}}},
+        # The right value under another tool, or a reference to a step's output, is no match.
+        {"step": 3, "required_arm": "notify_member", "input": {"member_id": "M-7"}},
+        {"step": 4, "required_arm": "place_hold", "input": {"member_id": "{{steps.2.output}}"}},
+        {"step": 5, "required_arm": "unlock_bike", "input": {"electric": 1}},
+        {"step": 6, "required_arm": "list_seats", "input": {"max_price": 50.0}},
+    ]  # fmt: skip
+    assert tg.arguments_matched(expected, plan) == 3
+    assert tg.arguments_matched(expected, []) == 0
+
+
+async def test_the_service_sends_a_domains_tools_as_mcp_lists_them_with_its_examples() -> None:
+    data = await tg.load_set(LIBRARY)
+    shown, sample = tg.domain_cases(data.cases, 2, 50, seed=1)
+    examples = [tg.example_of(case) for case in shown]
+    run = replace(a_run(data.tools, sample[0]), mcp_tools=data.mcp_tools, request_examples=examples)
+    sent: list[dict[str, Any]] = []
+    plan = [
+        {"step": 1, "required_arm": "list_loans", "depends_on": [], "input": {"member_id": "M-4"}}
+    ]
+    warnings = [{"code": "goal_part_unplanned", "detail": "print it"}]
+
+    def answer_plan(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        metadata = {"source": "fallback", "warnings": warnings}
+        cost = {"prompt_tokens": 0, "completion_tokens": 0}
+        return httpx.Response(
+            200, json={"plan": plan, "metadata": metadata, "estimated_cost": cost}
+        )
+
+    transport = httpx.MockTransport(answer_plan)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
+        outcome = await tg.Service(run, http).plan(sample[0])
+    assert sent[0]["tools"] == data.mcp_tools
+    assert sent[0]["specialize"] is True
+    assert sent[0]["examples"] == examples
+    assert examples[0]["steps"][0]["tool"] in LIBRARY_TOOLS
+    assert (outcome.plan, outcome.warnings) == (plan, warnings)
+
+
+def test_a_domains_examples_are_chosen_by_seed_and_never_scored() -> None:
+    cases = tg.load_cases(LIBRARY)
+    shown, scored_cases = tg.domain_cases(cases, 3, 50, seed=1)
+    assert len(shown) == 3
+    assert len(scored_cases) == len(cases) - 3
+    assert not {c.id for c in shown} & {c.id for c in scored_cases}
+    assert tg.domain_cases(cases, 3, 50, seed=1) == (shown, scored_cases)
+    assert tg.domain_cases(cases, 0, 50, seed=1) == ([], cases)  # cold: every case, in order
+
+
+def test_the_rule_based_planner_runs_over_domains_with_one_row_each(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    argv = ["--data", str(LIBRARY), "--data", str(DATA / "bike-share"), "--systems", "rules"]
+    assert tg.main([*argv, "--examples", "3", "--json", str(out)]) == 0
+    library, bikes = json.loads(out.read_text())["data_sets"]
+    assert library["mcp"] is True
+    assert len(library["examples"]) == 3
+    assert library["worked_examples"] == 3
+    assert not set(library["examples"]) & set(library["case_ids"])
+    assert len(library["case_ids"]) == len(tg.load_cases(LIBRARY)) - 3
+    rules = library["systems"]["rules"]
+    assert isinstance(rules["writes_added"], int)
+    assert isinstance(rules["dropped"], int)
+    assert 0 <= rules["arguments"] <= 1
+    assert 0 <= rules["unplanned_hit"] <= 1
+    first = library["cases"]["rules"][0]
+    assert {"writes_added", "dropped", "arguments_matched", "steps", "warnings"} <= set(first)
+    assert bikes["data"].endswith("bike-share")
+
+
+def test_domains_and_repeated_data_make_the_list_of_sets() -> None:
+    rules = ["--systems", "rules"]
+    assert tg.parse_args(rules).data == [tg.DEFAULT_DATA]
+    assert tg.parse_args([*rules, "--domains"]).data == tg.DOMAINS
+    both = tg.parse_args([*rules, "--data", str(TINY), "--domains"]).data
+    assert both == [TINY, *tg.DOMAINS]
+    assert [path.name for path in tg.DOMAINS] == ["library", "clinic", "bike-share", "box-office"]
+    with pytest.raises(SystemExit):  # the direct prompt's worked example comes from --examples
+        tg.parse_args(["--domains", "--systems", "direct", "--stub"])
+    assert tg.parse_args(["--domains", "--systems", "direct", "--stub", "--examples", "1"])
+
+
+@pytest.mark.parametrize("directory", tg.DOMAINS, ids=lambda path: path.name)
+async def test_every_domains_cases_are_well_formed(directory: Path) -> None:
+    data = await tg.load_set(directory)
+    schemas = {tool["name"]: tool for tool in data.mcp_tools}
+    assert 8 <= len(schemas) <= 12
+    assert all("outputSchema" in tool for tool in data.mcp_tools)
+    assert data.write_tools
+    assert data.write_tools <= set(schemas)
+    assert len(data.cases) >= 12
+    assert len({case.id for case in data.cases}) == len(data.cases)
+    for case in data.cases:
+        assert case.gold.nodes <= set(schemas), case.id
+        assert len(case.order) == len(case.gold.nodes), f"{case.id}: a tool listed twice"
+        for source, target in case.gold.links:
+            assert {source, target} <= case.gold.nodes, f"{case.id}: {source} -> {target}"
+        for tool, name, _ in case.arguments:
+            assert tool in case.gold.nodes, f"{case.id}: arguments of {tool}, not in gold"
+            assert name in schemas[tool]["inputSchema"]["properties"], f"{case.id}: {tool}.{name}"
+        for part in case.unplanned:
+            assert part in case.request, f"{case.id}: {part!r} is not the goal's words"
+    # The mix: single steps, chains, independent parts, impossible parts, writes asked for.
+    assert any(len(case.gold.nodes) == 1 for case in data.cases)
+    assert any(case.gold.links for case in data.cases)
+    assert any(len(case.gold.nodes) > 1 and not case.gold.links for case in data.cases)
+    assert any(case.unplanned for case in data.cases)
+    assert any(case.gold.nodes & data.write_tools for case in data.cases)
+    assert any(not case.gold.nodes & data.write_tools for case in data.cases)
