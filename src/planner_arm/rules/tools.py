@@ -181,8 +181,8 @@ class ToolPlanner:
         """The pieces of `goal`, matched to this set's tools with `graph` (this planner's
         graph, or it with a request's own examples)."""
         index = self.resolver.index or ToolIndex(self.resolver.arms)
-        noted = self.graph.counts.examples > 0  # the configured examples, in the index
-        return PieceMatcher(index, graph, goal, noted)
+        # The configured examples' requests describe their tools in the BM25 index.
+        return PieceMatcher(index, graph, goal, self.graph.counts.calls)
 
 
 def _template_call(
@@ -222,7 +222,9 @@ def tool_plan(
 class PieceMatcher:
     """Each piece of one request matched to its tool."""
 
-    def __init__(self, index: ToolIndex, graph: ToolGraph, goal: str, noted: bool) -> None:
+    def __init__(
+        self, index: ToolIndex, graph: ToolGraph, goal: str, noted: Mapping[str, int]
+    ) -> None:
         self.index = index
         self.graph = graph
         self.goal = goal
@@ -237,6 +239,7 @@ class PieceMatcher:
         # With configured worked examples, the BM25 index describes the tools by the requests
         # of the examples that call them too: its match then counts more than the own words.
         self.own_words = OWN_WORDS_WEIGHT_WITH_EXAMPLES if noted else OWN_WORDS_WEIGHT
+        self.noted = noted
         self.mentioned = {entity_key(word) for word in tokens(goal)}
 
     def chosen(self) -> tuple[list[PlannedCall], list[str]]:
@@ -299,7 +302,9 @@ class PieceMatcher:
         tool = max(candidates, key=worth)
         if strengths[tool] >= MIN_STRENGTH * (1.0 if asks else UNLED_FACTOR):
             return tool
-        called = self.graph.counts.calls.get(tool, 0) > 0
+        # The BM25 match is the evidence of the configured examples that call the tool (a
+        # request's own examples are not in the index).
+        called = self.noted.get(tool, 0) > 0
         return tool if called and matched.get(tool) == 1.0 else None
 
     def _candidates(self, piece: str, matched: dict[str, float], made: set[str]) -> list[str]:
