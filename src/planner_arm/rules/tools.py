@@ -81,6 +81,7 @@ CONTEXT_WEIGHT = 1.0
 # A tool whose ids the request gives or an earlier step yields (it can be called as it is),
 # and one whose name's noun the piece writes in the same number ("what appointments").
 GIVEN_WEIGHT = 0.5
+GIVEN_STRENGTH = 0.25
 NUMBER_WEIGHT = 0.3
 # How deep producers of producers are added.
 MAX_PRODUCER_DEPTH = 2
@@ -300,7 +301,9 @@ class PieceMatcher:
             )
 
         tool = max(candidates, key=worth)
-        if strengths[tool] >= MIN_STRENGTH * (1.0 if asks else UNLED_FACTOR):
+        # A piece that gives the very ids the tool takes ("doctor D-7") names it more.
+        named = strengths[tool] + GIVEN_STRENGTH * self._ids_at_hand(tool, made)
+        if named >= MIN_STRENGTH * (1.0 if asks else UNLED_FACTOR):
             return tool
         # The BM25 match is the evidence of the configured examples that call the tool (a
         # request's own examples are not in the index).
