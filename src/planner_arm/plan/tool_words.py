@@ -110,7 +110,7 @@ class ToolWords:
     def strength(self, piece: str, tool: str) -> float:
         """How strongly `piece` names `tool` (see the module's docstring)."""
         own = self._words.get(tool, {})
-        weighed = _weighed_stems(piece)
+        weighed, related = _weighed_stems(piece)
         head = next((word for word, factor in weighed.items() if factor == HEAD), None)
         verb = self._verbs.get(tool)
         specific = verb is not None and verb not in _ANY_ACTION
@@ -125,6 +125,14 @@ class ToolWords:
                         # "Find" asks for any finder: the word in `find_member` says no more.
                         counted = 0.0
                 total += self._weight[word] * counted * own[word]
+        # A word counts once more through the best of its related words the tool has
+        # ("performing": the description's "concerts, theatre" count as one).
+        for others in related.values():
+            total += max(
+                (self._weight[word] * factor * own[word] for word, factor in others.items()
+                 if word in own),
+                default=0.0,
+            )  # fmt: skip
         return total + (VERB_MATCH if same else 0.0)
 
     def verb(self, tool: str) -> str | None:
@@ -137,7 +145,9 @@ class ToolWords:
 
     def strongest(self, piece: str, count: int) -> list[str]:
         """The `count` tools `piece` names most strongly (none that shares no word with it)."""
-        tools = {tool for word in _weighed_stems(piece) for tool in self._having.get(word, ())}
+        weighed, related = _weighed_stems(piece)
+        said = [*weighed, *(word for others in related.values() for word in others)]
+        tools = {tool for word in said for tool in self._having.get(word, ())}
         return sorted(tools, key=lambda tool: -self.strength(piece, tool))[:count]
 
 
@@ -187,10 +197,11 @@ def _asked(piece: str) -> str:
     return _TELL_ME.sub("find ", piece, count=1)
 
 
-def _weighed_stems(piece: str) -> dict[str, float]:
+def _weighed_stems(piece: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """The stems of a piece's words; when it opens with a verb, the verb weighs HEAD and the
-    next word (its object) OBJECT; the words related to them (`related_words.py`: "wrote",
-    author) RELATED."""
+    next word (its object) OBJECT. And for each of those (and each "when" or "where"), the
+    words related to it (`related_words.py`: "wrote", author) RELATED (a question word's
+    whole: "when" asks for a date)."""
     content = [
         stem(word) for word in words(_VALUES.sub(" ", _asked(piece))) if word not in _NOT_CONTENT
     ]
@@ -199,13 +210,14 @@ def _weighed_stems(piece: str) -> dict[str, float]:
     for position, word in enumerate(content):
         factor = (HEAD if position == 0 else OBJECT if position == 1 else 1.0) if led else 1.0
         weighed[word] = max(weighed.get(word, 0.0), factor)
-    for word in related_stems(weighed):
-        weighed.setdefault(word, RELATED)
-    # "When" and "where" ask for one kind of thing: what they relate to counts whole.
-    asked = [stem(word) for word in words(piece) if word in _QUESTION_WORDS]
-    for word in related_stems(asked):
-        weighed[word] = max(weighed.get(word, 0.0), 1.0)
-    return weighed
+    related: dict[str, dict[str, float]] = {}
+    for word in weighed:
+        others = related_stems([word]) - weighed.keys()
+        if others:
+            related[word] = dict.fromkeys(sorted(others), RELATED)
+    for word in {stem(word) for word in words(piece) if word in _QUESTION_WORDS}:
+        related[word] = dict.fromkeys(sorted(related_stems([word]) - weighed.keys()), 1.0)
+    return weighed, related
 
 
 def _word_stems(spec: ArmSpec) -> dict[str, float]:
