@@ -172,13 +172,8 @@ async def test_without_a_model_ids_come_from_the_goal_or_the_step_before() -> No
         )
     assert _inputs(given.json()) == {"GetMovieCredit": {"movie_id": "603", "limit": 10}}
     inputs = _inputs(chained.json())
-    # The title is not an id the rule can read: a person or a model must give it.
-    assert inputs["search_movie"] == {
-        "needs": "human_or_model",
-        "missing": ["title"],
-        "arguments": {},
-        "instruction": inputs["search_movie"]["instruction"],
-    }
+    # The title of a search tool is what the step searches for, not the step's sentence.
+    assert inputs["search_movie"] == {"title": "Titanic"}
     assert inputs["GetMovieCredit"] == {"movie_id": "{{steps.1.output}}", "limit": 10}
 
 
@@ -245,12 +240,12 @@ def _step(action: str, depends_on: list[int] | None = None) -> PlanStep:
             {"verbose": True},
             {"kind": "order", "mode": "fast", "verbose": True},
         ),
-        # A query argument takes the step's words.
+        # A query argument takes what the step looks for; naming nothing, its object words.
         (
             {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
             _step("Find late orders"),
             {},
-            {"query": "Find late orders"},
+            {"query": "late orders"},
         ),
         # An integer id given as text, and the reference to the step before otherwise.
         (
