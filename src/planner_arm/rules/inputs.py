@@ -10,7 +10,7 @@ changes anything. Outputs are named only of steps the step depends on.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,6 +196,18 @@ class _Step:
     finds: bool
     id_nouns: dict[str, frozenset[str]]  # each id argument's nouns (raw words)
     deps: list[int]
+    # Of each step it depends on that is known: the stems of its tool's name, of its action.
+    dep_words: dict[int, tuple[frozenset[str], frozenset[str]]]
+
+    def source_of(self, nouns: frozenset[str]) -> int:
+        """The nearest step it depends on whose tool is about one of `nouns` (stems), else
+        whose action names one, else the nearest."""
+        for which in (0, 1):
+            for number in reversed(self.deps):
+                words = self.dep_words.get(number)
+                if words is not None and words[which] & nouns:
+                    return number
+        return self.deps[-1]
 
     @property
     def own(self) -> tuple[Given, ...]:
@@ -206,17 +218,22 @@ class _Step:
 
 
 def rule_tool_input(
-    step: PlanStep, schema: ToolSchema, goal: str | None, context: Mapping[str, Any]
+    step: PlanStep,
+    schema: ToolSchema,
+    goal: str | None,
+    context: Mapping[str, Any],
+    earlier: Sequence[PlanStep] = (),
 ) -> dict[str, Any]:
     """The arguments of a tool step by rule, valid against the tool's `schema`: each
     argument the request's context names (by name: `movie_id`, `movieId`), each other one a
     value the step's piece (else its own part of the goal) clearly gives (an id after its
     noun or by its prefix, an e-mail address, URL or phone number, a title next to the
     argument's noun, an enum value, what a search looks for); a required one also from a
-    `const`, a single `enum` value or a `default`, or the output of the step it depends on
-    for an id; else the `needs` input naming the required arguments missing."""
+    `const`, a single `enum` value or a `default`, or for an id the output of the step it
+    depends on (of the `earlier` steps, the nearest whose tool is about the id's noun); else
+    the `needs` input naming the required arguments missing."""
     required = schema.required
-    reading = _read(step, schema, goal or "")
+    reading = _read(step, schema, goal or "", earlier)
     given = _by_key(context)
     arguments: dict[str, Any] = {}
     for name in _in_filling_order(schema):
@@ -237,7 +254,7 @@ def rule_tool_input(
     return needs_input(missing, arguments, _text(step.action))
 
 
-def _read(step: PlanStep, schema: ToolSchema, goal: str) -> _Step:
+def _read(step: PlanStep, schema: ToolSchema, goal: str, earlier: Sequence[PlanStep]) -> _Step:
     tool = step.required_arm
     piece = step_piece(step.action, tool)
     own = tuple(values_in(piece))
@@ -250,7 +267,17 @@ def _read(step: PlanStep, schema: ToolSchema, goal: str) -> _Step:
     }
     finds = any(stem(word) in FIND_WORDS for word in tool_words)
     nouns = frozenset(stem(word) for word in tool_words if stem(word) not in FIND_WORDS)
-    return _Step(step.action, piece, values, nouns, finds, id_nouns, _deps(step))
+    deps = _deps(step)
+    dep_words = {
+        item.step: (_stems(tokens(item.required_arm)), _stems(tokens(item.action)))
+        for item in earlier
+        if item.step in deps
+    }
+    return _Step(step.action, piece, values, nouns, finds, id_nouns, deps, dep_words)
+
+
+def _stems(words: Iterable[str]) -> frozenset[str]:
+    return frozenset(stem(word) for word in words)
 
 
 def _id_nouns(words: list[str], tool_words: list[str]) -> list[str]:
@@ -384,7 +411,7 @@ def _id_argument(name: str, fits: _Fits, step: _Step, required: bool) -> Any:
         if found is not _ABSENT:
             return found
     if required and step.deps:
-        return fits.first([reference(step.deps[-1])])
+        return fits.first([reference(step.source_of(stems))])
     return _ABSENT
 
 
