@@ -32,8 +32,9 @@ _QUOTED = re.compile(
 # An id or a number: "M-2", "B-300", "#A-17", "ORD_2024", "603".
 _ID = re.compile(r"(?<![\w@/.#-])#?([A-Za-z]{0,8}[-_]?\d[\w-]*)(?![\w@-])")
 # A capitalised run: "The Hobbit", "The Left Hand of Darkness", "Walt Disney".
+_NAME_WORD = r"(?:[A-Z]\.(?=\s+[A-Z])|[A-Z][\w'’-]*)"  # "Le", "Guin", an initial "K."
 _TITLE = re.compile(
-    r"[A-Z][\w'’-]*(?:\s+(?:(?:of|the|de|la|le|von|van|der|du|da|del)\s+)*[A-Z][\w'’-]*)*"
+    rf"{_NAME_WORD}(?:\s+(?:(?:of|the|de|la|le|von|van|der|du|da|del)\s+)*{_NAME_WORD})*"
 )
 _WORD = re.compile(r"[\w'’-]+")
 # Words between a noun and its value that say nothing of what the value is.
@@ -52,6 +53,8 @@ _CLAUSE_BREAK = re.compile(
     r"\s*(?:[;,!?]|\.(?=\s|$)|\band then\b|\bthen\b|\band\b|\balso\b)\s*", re.IGNORECASE
 )
 _MIN_OVERLAP = 1
+# Words before what a sentence is about: "please find me", "search for", "find out".
+_FILLERS = STOPWORDS | _NOT_TITLE_START | word_set("me us out")
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,11 @@ class Given:
     quoted: bool = False
 
     def next_to(self, nouns: frozenset[str]) -> bool:
-        """Whether a word next to it is one of `nouns` (stems): "book" for "the book Dune"."""
-        return bool({stem(self.before), stem(self.after)} & nouns - {""})
+        """Whether a word next to it is one of `nouns` (stems): "book" for "the book Dune",
+        "branch" for "the Central branch" and for 'Central branch'."""
+        parts = self.text.lower().split()
+        ends = {parts[0], parts[-1]} if len(parts) > 1 else set()
+        return bool({stem(word) for word in {self.before, self.after, *ends}} & nouns - {""})
 
     def without(self, nouns: frozenset[str]) -> str:
         """The text without a leading or trailing noun of `nouns`: 'Central branch' ->
@@ -197,8 +203,11 @@ def _titles(text: str, masked: str) -> list[tuple[int, Given]]:
 
 def _not_opening(masked: str, words: list[tuple[int, int]]) -> bool:
     """Whether the first of `words` opens no name: a verb that opens a sentence ("Find"),
-    a question word, a pronoun, an id word; a lone "The"."""
-    word = masked[words[0][0] : words[0][1]].lower()
+    a question word, a pronoun, an id word, a word in lower case; a lone "The"."""
+    word = masked[words[0][0] : words[0][1]]
+    if word.islower():  # a joining word left by a word dropped before it: "Find the Dune"
+        return True
+    word = word.lower()
     if word == "the":
         return len(words) == 1
     opens = _starts_sentence(masked, words[0][0])
@@ -251,10 +260,13 @@ def _a_noun(word: str, about: frozenset[str]) -> bool:
 def object_words(piece: str) -> str:
     """The piece without its opening verb and the little words after it: "Find late
     orders" -> "late orders"."""
-    words = piece.split()
-    while words and (
-        stem(words[0].lower()) in VERB_STEMS
-        or words[0].lower() in STOPWORDS | _NOT_TITLE_START | word_set("me us out")
-    ):
-        words = words[1:]
+    words = _without_fillers(piece.split())
+    if words and stem(words[0].lower()) in VERB_STEMS:
+        words = _without_fillers(words[1:])
     return " ".join(words).rstrip(" .?!") or piece.strip()
+
+
+def _without_fillers(words: list[str]) -> list[str]:
+    while words and words[0].lower() in _FILLERS:
+        words = words[1:]
+    return words

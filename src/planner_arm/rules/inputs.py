@@ -456,7 +456,7 @@ def _by_words(name: str, fits: _Fits, step: _Step, required: bool, taken: set[st
     if key in _MESSAGE_ARGUMENTS:
         return fits.first(quoted[:1])
     if _takes_numbers(fits.resolved):
-        return fits.first(_quantities(name, step))
+        return fits.first(_quantities(_argument_words(name, fits), step))
     return _named(name, fits, step, required, taken)
 
 
@@ -485,9 +485,17 @@ def _takes_numbers(spec: Mapping[str, Any]) -> bool:
     return bool({"integer", "number"} & set(kinds)) and "string" not in kinds
 
 
-def _quantities(name: str, step: _Step) -> list[Any]:
+def _argument_words(name: str, fits: _Fits) -> frozenset[str]:
+    """The stems of what an argument is, by its name and description."""
+    words = tokens(name)
+    description = fits.resolved.get("description")
+    if isinstance(description, str):
+        words += tokens(description)
+    return frozenset(stem(word) for word in words) - STOPWORDS - ID_WORDS - {""}
+
+
+def _quantities(nouns: frozenset[str], step: _Step) -> list[Any]:
     """The numbers written just before the argument's noun ("2 seats" for `seats`)."""
-    nouns = {stem(word) for word in tokens(name)} - STOPWORDS
     found = [value for value in step.own if value.kind == "number" and stem(value.after) in nouns]
     return [int(value.text) for value in found]
 
@@ -496,11 +504,7 @@ def _named(name: str, fits: _Fits, step: _Step, required: bool, taken: set[str])
     """A title or quoted name next to the argument's noun (from its name or description:
     "the Central branch" for `branch`, 'Central branch' too), else, for a required
     `name`/`title`, the first title of the piece that no other argument took."""
-    words = tokens(name)
-    description = fits.resolved.get("description")
-    if isinstance(description, str):
-        words += tokens(description)
-    nouns = frozenset(stem(word) for word in words) - STOPWORDS - ID_WORDS - {""}
+    nouns = _argument_words(name, fits)
     if _key(name) in _NAME_ARGUMENTS:
         nouns |= step.tool_nouns
     for values in step.values:
