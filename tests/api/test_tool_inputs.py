@@ -6,12 +6,13 @@ request's context and goal and the steps before, else `needs` naming what is mis
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import jsonschema
 import pytest
 import respx
+from pydantic import Field, create_model
 
 from planner_arm.limits import ArmSpec
 from planner_arm.plan.schemas import PlanStep
@@ -334,3 +335,56 @@ def test_a_callers_regular_expressions_are_not_run() -> None:
     }
     assert checkable(schema).problems({"code": "b", "n_one": "x"}) == []
     assert checkable(schema).problems({"code": 7}) == ["code: 7 is not of type 'string'"]
+
+
+def _mcp_tool(name: str, description: str, **params: Any) -> dict[str, Any]:
+    """A tool as an MCP server's `tools/list` gives it: pydantic's schemas of its parameters
+    and of its result."""
+    output = create_model(f"{name}_result", **{f"{name.split('_')[-1]}_id": (str, ...)})
+    return {
+        "name": name,
+        "description": description,
+        "inputSchema": create_model(f"{name}_arguments", **params).model_json_schema(),
+        "outputSchema": output.model_json_schema(),
+    }
+
+
+LIBRARY_TOOLS = [
+    _mcp_tool(
+        "search_books",
+        "Search the catalogue by title, author or keyword; returns matching books with their "
+        "book_id.",
+        query=(str, ...),
+        limit=(int, 10),
+    ),
+    _mcp_tool(
+        "find_member",
+        "Look up a library member by e-mail address.",
+        email=(Annotated[str, Field(json_schema_extra={"format": "email"})], ...),
+    ),
+    _mcp_tool(
+        "place_hold",
+        "Place a hold on a book for a member.",
+        book_id=(str, ...),
+        member_id=(str, ...),
+    ),
+]
+
+
+async def test_without_a_model_a_search_step_searches_for_what_the_goal_names() -> None:
+    goal = "Search for the book Dune and place a hold on it for the member alice@example.com"
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post(
+            "/plan", json={"goal": goal, "tools": LIBRARY_TOOLS, "specialize": True}
+        )
+    assert response.status_code == 200, response.text
+    steps = {step["required_arm"]: step for step in response.json()["plan"]}
+    # The search gets the title, never the sentence nor the other part's address.
+    assert steps["search_books"]["input"] == {"query": "Dune"}
+    assert steps["find_member"]["input"] == {"email": "alice@example.com"}
+    # Each id is the output of the step that finds it.
+    source = {step["step"]: name for name, step in steps.items()}
+    hold = steps["place_hold"]["input"]
+    assert set(hold) == {"book_id", "member_id"}
+    assert source[int(hold["book_id"].split(".")[1])] == "search_books"
+    assert source[int(hold["member_id"].split(".")[1])] == "find_member"
