@@ -48,11 +48,19 @@ _NUMBER_WORDS = {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
 }  # fmt: skip
+_NUMBER_WORD = re.compile(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.IGNORECASE)
 # Where a goal's clauses meet: punctuation, "and", "then", "also".
 _CLAUSE_BREAK = re.compile(
     r"\s*(?:[;,!?]|\.(?=\s|$)|\band then\b|\bthen\b|\band\b|\balso\b)\s*", re.IGNORECASE
 )
 _MIN_OVERLAP = 1
+# What one text is read for: a request's values are in its first lines, and a text of
+# thousands of values would cost milliseconds for each step.
+MAX_READ_CHARS = 2_000
+MAX_VALUES = 100
+MAX_PARTS = 30
+# How far from a value the words that say what it is are looked for.
+_NEAR_CHARS = 80
 # Words before what a sentence is about: "please find me", "search for", "find out".
 _FILLERS = STOPWORDS | _NOT_TITLE_START | word_set("me us out")
 
@@ -105,7 +113,9 @@ def own_part(piece: str, goal: str) -> str:
     parts = goal_parts(goal)
     if len(parts) < 2:
         return goal
-    scores = [_overlap(piece, part) for part in parts]
+    texts = {value.text for value in values_in(piece)}
+    stems = _content_stems(piece)
+    scores = [_overlap(piece, texts, stems, part) for part in parts]
     best = max(scores)
     if best < _MIN_OVERLAP:
         return goal
@@ -121,17 +131,19 @@ def goal_parts(goal: str) -> list[str]:
         parts.append(goal[start : found.start()])
         start = found.end()
     parts.append(goal[start:])
-    return [part.strip() for part in parts if part.strip()]
+    parts = [part.strip() for part in parts if part.strip()]
+    if len(parts) > MAX_PARTS:  # a goal of that many clauses: the rest read as one
+        parts[MAX_PARTS - 1 :] = [" ; ".join(parts[MAX_PARTS - 1 :])]
+    return parts
 
 
-def _overlap(piece: str, part: str) -> int:
-    piece, part = piece.strip().lower(), part.strip().lower()
-    if piece and (piece in part or part in piece):
+def _overlap(piece: str, texts: set[str], stems: set[str], part: str) -> int:
+    """How much of `part` the piece (its value `texts`, its word `stems`) shares."""
+    lower, part_lower = piece.strip().lower(), part.strip().lower()
+    if lower and (lower in part_lower or part_lower in lower):
         return 1_000
-    shared_values = {value.text for value in values_in(piece)} & {
-        value.text for value in values_in(part)
-    }
-    return 10 * len(shared_values) + len(_content_stems(piece) & _content_stems(part))
+    shared = texts & {value.text for value in values_in(part)}
+    return 10 * len(shared) + len(stems & _content_stems(part))
 
 
 def _content_stems(text: str) -> set[str]:
@@ -145,9 +157,16 @@ def _masked(text: str) -> str:
     return text
 
 
+# Where a value stands, what it is: (start, end, value, kind, quoted).
+_Span = tuple[int, int, str, Kind, bool]
+
+
 def values_in(text: str) -> list[Given]:
-    """The values `text` gives, in the order it gives them."""
-    found: list[tuple[int, Given]] = []
+    """The values `text` gives, in the order it gives them: of a long text, those of its
+    first `MAX_READ_CHARS` (cut at a space), at most `MAX_VALUES` of them."""
+    if len(text) > MAX_READ_CHARS:
+        text = text[: MAX_READ_CHARS + 1].rsplit(None, 1)[0]
+    spans: list[_Span] = []
     masked = text
     looks: tuple[tuple[re.Pattern[str], Kind], ...] = (
         (_EMAIL, "email"),
@@ -157,34 +176,33 @@ def values_in(text: str) -> list[Given]:
     for pattern, kind in looks:
         for match in pattern.finditer(masked):
             value = match.group().rstrip(".,;:!?)]")
-            found.append((match.start(), _given(text, match.start(), match.end(), value, kind)))
+            spans.append((match.start(), match.end(), value, kind, False))
         masked = pattern.sub(lambda match: " " * len(match.group()), masked)
     for match in _QUOTED.finditer(masked):
         value = next(group for group in match.groups() if group is not None).strip()
-        given = _given(text, match.start(), match.end(), value, "title", quoted=True)
-        found.append((match.start(), given))
+        spans.append((match.start(), match.end(), value, "title", True))
     masked = _QUOTED.sub(lambda match: " " * len(match.group()), masked)
-    found += _ids(text, masked)
+    spans += _ids(masked)
     masked = _ID.sub(lambda match: " " * len(match.group()), masked)
-    found += _titles(text, masked)
-    found.sort(key=lambda item: item[0])
-    return [given for _, given in found]
+    spans += _titles(text, masked)
+    spans.sort(key=lambda span: span[0])
+    return [_given(text, *span) for span in spans[:MAX_VALUES]]
 
 
-def _ids(text: str, masked: str) -> list[tuple[int, Given]]:
-    found = []
+def _ids(masked: str) -> list[_Span]:
+    found: list[_Span] = []
     for match in _ID.finditer(masked):
         value = re.sub(r"['’]s$", "", match.group(1))
         kind: Kind = "number" if value.isdigit() else "id"
-        found.append((match.start(), _given(text, match.start(), match.end(), value, kind)))
-    for match in re.finditer(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", masked, re.I):
+        found.append((match.start(), match.end(), value, kind, False))
+    for match in _NUMBER_WORD.finditer(masked):
         number = str(_NUMBER_WORDS[match.group(1).lower()])
-        found.append((match.start(), _given(text, match.start(), match.end(), number, "number")))
+        found.append((match.start(), match.end(), number, "number", False))
     return found
 
 
-def _titles(text: str, masked: str) -> list[tuple[int, Given]]:
-    found = []
+def _titles(text: str, masked: str) -> list[_Span]:
+    found: list[_Span] = []
     for match in _TITLE.finditer(masked):
         words = [
             (word.start() + match.start(), word.end() + match.start())
@@ -197,7 +215,7 @@ def _titles(text: str, masked: str) -> list[tuple[int, Given]]:
         if words:
             start, end = words[0][0], words[-1][1]
             name = re.sub(r"['’]s$", "", text[start:end])
-            found.append((start, _given(text, start, end, name, "title")))
+            found.append((start, end, name, "title", False))
     return found
 
 
@@ -215,7 +233,8 @@ def _not_opening(masked: str, words: list[tuple[int, int]]) -> bool:
 
 
 def _starts_sentence(text: str, at: int) -> bool:
-    return not text[:at].strip() or text[:at].rstrip()[-1] in ".!?:;\"'“("
+    before = text[max(0, at - _NEAR_CHARS) : at].rstrip()
+    return not before or before[-1] in ".!?:;\"'“("
 
 
 def _not_a_name(word: str) -> bool:
@@ -225,8 +244,9 @@ def _not_a_name(word: str) -> bool:
 
 def _given(text: str, start: int, end: int, value: str, kind: Kind, quoted: bool = False) -> Given:
     # The words next to a value within its clause: a comma ends what they can say of it.
-    before = _WORD.findall(re.split(r"[,;!?()]|\.\s", text[:start].lower())[-1])[-3:]
-    after = _WORD.findall(re.split(r"[,;!?()]|\.\s", text[end:].lower())[0])[:1]
+    near = text[max(0, start - _NEAR_CHARS) : start].lower()
+    before = _WORD.findall(re.split(r"[,;!?()]|\.\s", near)[-1])[-3:]
+    after = _WORD.findall(re.split(r"[,;!?()]|\.\s", text[end : end + _NEAR_CHARS].lower())[0])[:1]
     while before and before[-1] in _JOINERS:
         before.pop()
     return Given(value, kind, before[-1] if before else "", after[0] if after else "", quoted)
