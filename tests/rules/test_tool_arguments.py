@@ -285,3 +285,9 @@ def test_a_value_that_breaks_the_schema_is_not_taken() -> None:
     # `quantity` is at least 1: "0 items" is no quantity the tool takes, so it is left out.
     cart = "Add 0 items of product SKU-77 to the cart with add_to_cart"
     assert filled(SHOP, "add_to_cart", cart, cart) == {"product_id": "SKU-77"}
+
+
+def test_a_required_enum_value_may_come_from_the_steps_own_part_of_the_goal() -> None:
+    goal = "Find a dermatology doctor for patient P-7, and send her a reminder"
+    # A model's action names no specialty; its part of the goal does, the other part's not.
+    assert filled(CLINIC, "search_doctors", "look up doctors", goal) == {"specialty": "dermatology"}

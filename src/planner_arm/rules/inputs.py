@@ -191,6 +191,7 @@ class _Step:
 
     action: str
     piece: str
+    part: str  # its own part of the goal ("" without a goal)
     values: tuple[tuple[Given, ...], ...]  # the piece's, then its own part of the goal's
     tool_nouns: frozenset[str]
     finds: bool
@@ -258,7 +259,8 @@ def _read(step: PlanStep, schema: ToolSchema, goal: str, earlier: Sequence[PlanS
     tool = step.required_arm
     piece = step_piece(step.action, tool)
     own = tuple(values_in(piece))
-    values = (own, tuple(values_in(own_part(piece, goal)))) if goal else (own,)
+    part = own_part(piece, goal) if goal else ""
+    values = (own, tuple(values_in(part))) if part else (own,)
     tool_words = [word for word in tokens(tool) if word not in ID_WORDS]
     id_nouns = {
         name: frozenset(_id_nouns(tokens(name), tool_words))
@@ -273,7 +275,7 @@ def _read(step: PlanStep, schema: ToolSchema, goal: str, earlier: Sequence[PlanS
         for item in earlier
         if item.step in deps
     }
-    return _Step(step.action, piece, values, nouns, finds, id_nouns, deps, dep_words)
+    return _Step(step.action, piece, part, values, nouns, finds, id_nouns, deps, dep_words)
 
 
 def _stems(words: Iterable[str]) -> frozenset[str]:
@@ -373,16 +375,12 @@ def _named_choice(fits: _Fits, step: _Step, required: bool) -> Any:
     names as a word, whatever its case."""
     choices = [value for value in fits.choices() if isinstance(value, str)]
     choices = [value for value in choices if len(value) > 1 and value.lower() not in STOPWORDS]
-    texts = [step.piece] if not required else [step.piece, *_part_texts(step)]
+    texts = [step.piece, step.part] if required else [step.piece]
     for text in texts:
         for value in choices:
             if re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text, re.IGNORECASE):
                 return fits.first([value])
     return _ABSENT
-
-
-def _part_texts(step: _Step) -> list[str]:
-    return [" ".join(value.text for value in values) for values in step.values[1:]]
 
 
 def _id_argument(name: str, fits: _Fits, step: _Step, required: bool) -> Any:
