@@ -13,7 +13,7 @@ book Dune", "branch" in "the Central branch"), which say what it is of.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -262,12 +262,15 @@ def search_terms(
     values = [value for value in piece if value.text not in taken]
     quoted = [value for value in values if value.quoted]
     chosen = quoted or [value for value in values if value.kind != "number"]
-    afters = {value.text: {value.after} for value in chosen}
-    for value in goal:
-        afters.get(value.text, set()).add(value.after)
-    ours = [value for value in chosen if not any(_a_noun(w, about) for w in afters[value.text])]
-    texts = [value.text for value in ours or chosen]
+    others = _of_other_things([*chosen, *goal], about)
+    texts = [value.text for value in chosen if value.text not in others]
+    texts = texts or [value.text for value in chosen]
     return " ".join(dict.fromkeys(texts)) if texts else None
+
+
+def _of_other_things(values: Iterable[Given], about: frozenset[str]) -> set[str]:
+    """The names written, anywhere in `values`, just before a noun other than `about`."""
+    return {value.text for value in values if _a_noun(value.after, about)}
 
 
 def _a_noun(word: str, about: frozenset[str]) -> bool:

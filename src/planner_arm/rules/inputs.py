@@ -386,26 +386,14 @@ def _named_choice(fits: _Fits, step: _Step, required: bool) -> Any:
 def _id_argument(name: str, fits: _Fits, step: _Step, required: bool) -> Any:
     """An id the texts give after its noun ("member M-2", "order #A-17"), else one shaped
     with its noun's prefix ("B-300" for a book) that fits no other id argument of the tool;
-    for a required argument, else the output of the nearest step it depends on."""
+    for a required argument, else the output of the step it depends on that finds it."""
     nouns = step.id_nouns[name]
     stems = frozenset(stem(noun) for noun in nouns)
-    others = frozenset(
-        stem(noun) for other, words in step.id_nouns.items() if other != name for noun in words
-    )
     for values in step.values:
         tagged = [v.text for v in values if v.kind in ("id", "number") and stem(v.before) in stems]
         found = fits.first(item for value in tagged for item in _candidates(value))
-        if found is not _ABSENT:
-            return found
-        shaped = [
-            value.text
-            for value in values
-            if value.kind == "id"
-            and stem(value.before) not in others
-            and _prefix_fits(value.text, nouns)
-            and not any(_prefix_fits(value.text, words) for words in _other_ids(step, name))
-        ]
-        found = fits.first(shaped)
+        if found is _ABSENT:
+            found = fits.first(_shaped_ids(name, values, step))
         if found is not _ABSENT:
             return found
     if required and step.deps:
@@ -413,8 +401,19 @@ def _id_argument(name: str, fits: _Fits, step: _Step, required: bool) -> Any:
     return _ABSENT
 
 
-def _other_ids(step: _Step, name: str) -> list[frozenset[str]]:
-    return [words for other, words in step.id_nouns.items() if other != name]
+def _shaped_ids(name: str, values: Iterable[Given], step: _Step) -> list[str]:
+    """The ids, next to no other id argument's noun, whose prefix opens the noun of `name`
+    and of no other id argument."""
+    others = [words for other, words in step.id_nouns.items() if other != name]
+    other_stems = {stem(noun) for words in others for noun in words}
+    return [
+        value.text
+        for value in values
+        if value.kind == "id"
+        and stem(value.before) not in other_stems
+        and _prefix_fits(value.text, step.id_nouns[name])
+        and not any(_prefix_fits(value.text, words) for words in others)
+    ]
 
 
 def _prefix_fits(value: str, nouns: Iterable[str]) -> bool:
