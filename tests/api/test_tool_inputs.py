@@ -6,12 +6,13 @@ request's context and goal and the steps before, else `needs` naming what is mis
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 import jsonschema
 import pytest
 import respx
+from pydantic import Field, create_model
 
 from planner_arm.limits import ArmSpec
 from planner_arm.plan.schemas import PlanStep
@@ -172,13 +173,8 @@ async def test_without_a_model_ids_come_from_the_goal_or_the_step_before() -> No
         )
     assert _inputs(given.json()) == {"GetMovieCredit": {"movie_id": "603", "limit": 10}}
     inputs = _inputs(chained.json())
-    # The title is not an id the rule can read: a person or a model must give it.
-    assert inputs["search_movie"] == {
-        "needs": "human_or_model",
-        "missing": ["title"],
-        "arguments": {},
-        "instruction": inputs["search_movie"]["instruction"],
-    }
+    # The title of a search tool is what the step searches for, not the step's sentence.
+    assert inputs["search_movie"] == {"title": "Titanic"}
     assert inputs["GetMovieCredit"] == {"movie_id": "{{steps.1.output}}", "limit": 10}
 
 
@@ -245,12 +241,12 @@ def _step(action: str, depends_on: list[int] | None = None) -> PlanStep:
             {"verbose": True},
             {"kind": "order", "mode": "fast", "verbose": True},
         ),
-        # A query argument takes the step's words.
+        # A query argument takes what the step looks for; naming nothing, its object words.
         (
             {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
             _step("Find late orders"),
             {},
-            {"query": "Find late orders"},
+            {"query": "late orders"},
         ),
         # An integer id given as text, and the reference to the step before otherwise.
         (
@@ -339,3 +335,56 @@ def test_a_callers_regular_expressions_are_not_run() -> None:
     }
     assert checkable(schema).problems({"code": "b", "n_one": "x"}) == []
     assert checkable(schema).problems({"code": 7}) == ["code: 7 is not of type 'string'"]
+
+
+def _mcp_tool(name: str, description: str, **params: Any) -> dict[str, Any]:
+    """A tool as an MCP server's `tools/list` gives it: pydantic's schemas of its parameters
+    and of its result."""
+    output = create_model(f"{name}_result", **{f"{name.split('_')[-1]}_id": (str, ...)})
+    return {
+        "name": name,
+        "description": description,
+        "inputSchema": create_model(f"{name}_arguments", **params).model_json_schema(),
+        "outputSchema": output.model_json_schema(),
+    }
+
+
+LIBRARY_TOOLS = [
+    _mcp_tool(
+        "search_books",
+        "Search the catalogue by title, author or keyword; returns matching books with their "
+        "book_id.",
+        query=(str, ...),
+        limit=(int, 10),
+    ),
+    _mcp_tool(
+        "find_member",
+        "Look up a library member by e-mail address.",
+        email=(Annotated[str, Field(json_schema_extra={"format": "email"})], ...),
+    ),
+    _mcp_tool(
+        "place_hold",
+        "Place a hold on a book for a member.",
+        book_id=(str, ...),
+        member_id=(str, ...),
+    ),
+]
+
+
+async def test_without_a_model_a_search_step_searches_for_what_the_goal_names() -> None:
+    goal = "Search for the book Dune and place a hold on it for the member alice@example.com"
+    async with running_app(make_settings(llm=False)) as client:
+        response = await client.post(
+            "/plan", json={"goal": goal, "tools": LIBRARY_TOOLS, "specialize": True}
+        )
+    assert response.status_code == 200, response.text
+    steps = {step["required_arm"]: step for step in response.json()["plan"]}
+    # The search gets the title, never the sentence nor the other part's address.
+    assert steps["search_books"]["input"] == {"query": "Dune"}
+    assert steps["find_member"]["input"] == {"email": "alice@example.com"}
+    # Each id is the output of the step that finds it.
+    source = {step["step"]: name for name, step in steps.items()}
+    hold = steps["place_hold"]["input"]
+    assert set(hold) == {"book_id", "member_id"}
+    assert source[int(hold["book_id"].split(".")[1])] == "search_books"
+    assert source[int(hold["member_id"].split(".")[1])] == "find_member"

@@ -10,7 +10,8 @@ changes anything. Outputs are named only of steps the step depends on.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from planner_arm.errors import PlanValidationError
@@ -22,10 +23,19 @@ from planner_arm.plan.inputs import (
     check_input,
     reference,
 )
-from planner_arm.plan.lexicon import word_set
+from planner_arm.plan.lexicon import STOPWORDS, stem, word_set
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.tool_inputs import ToolSchema, check_tool_input, needs_input
-from planner_arm.plan.tool_traits import ID_WORDS, tokens
+from planner_arm.plan.tool_traits import FIND_WORDS, ID_WORDS, tokens
+from planner_arm.plan.unsourced import Kind, field_kind
+from planner_arm.rules.given_values import (
+    Given,
+    object_words,
+    own_part,
+    search_terms,
+    step_piece,
+    values_in,
+)
 
 _QUOTED = re.compile(r"`([^`\n]{2,200})`|\"([^\"\n]{2,200})\"|'([^'\n]{2,200})'")
 _RUN = re.compile(
@@ -156,40 +166,132 @@ def rule_input(step: PlanStep) -> dict[str, Any]:
     return check_input(step.required_arm, _raw_input(step), frozenset(step.depends_on))
 
 
-# Arguments that say what to look for or do: the step's own words fill one.
-_TEXT_ARGUMENTS = word_set(
-    "query q search search_query keywords text prompt question instruction instructions task"
+# Arguments that say what to look for: what the step's piece names fills one.
+_SEARCH_ARGUMENTS = word_set(
+    "query q search searchquery searchterm searchterms searchtext keywords keyword term terms "
+    "lookup"
 )
+# Arguments that name a thing: of a finder, what it looks for; else a name the text gives.
+_NAME_ARGUMENTS = word_set("name title fullname displayname label")
+# Arguments that say what to do: the step's action fills one.
+_INSTRUCTION_ARGUMENTS = word_set("prompt question instruction instructions task")
+# Arguments that hold the text to work on: what an earlier step gave when the piece points
+# back to it ("translate its summary"), else the quoted text, else the piece.
+_CONTENT_ARGUMENTS = word_set("text content input")
+# Arguments that hold words to send or keep: only the quoted text of the piece.
+_MESSAGE_ARGUMENTS = word_set("message body note comment")
+_POINTS_BACK = word_set("it its them their this that these those result results output above")
 _ABSENT = object()
 
 
+@dataclass(frozen=True)
+class _Step:
+    """A tool step as its arguments are read: its piece and own part of the goal (and their
+    values), its tool's nouns and id arguments, the steps it depends on."""
+
+    action: str
+    piece: str
+    part: str  # its own part of the goal ("" without a goal)
+    values: tuple[tuple[Given, ...], ...]  # the piece's, then its own part of the goal's
+    tool_nouns: frozenset[str]
+    finds: bool
+    id_nouns: dict[str, frozenset[str]]  # each id argument's nouns (raw words)
+    deps: list[int]
+    # Of each step it depends on that is known: the stems of its tool's name, of its action.
+    dep_words: dict[int, tuple[frozenset[str], frozenset[str]]]
+
+    def source_of(self, nouns: frozenset[str]) -> int:
+        """The nearest step it depends on whose tool is about one of `nouns` (stems), else
+        whose action names one, else the nearest."""
+        for which in (0, 1):
+            for number in reversed(self.deps):
+                words = self.dep_words.get(number)
+                if words is not None and words[which] & nouns:
+                    return number
+        return self.deps[-1]
+
+    @property
+    def own(self) -> tuple[Given, ...]:
+        return self.values[0]
+
+    def everywhere(self) -> list[Given]:
+        return [value for values in self.values for value in values]
+
+
 def rule_tool_input(
-    step: PlanStep, schema: ToolSchema, goal: str | None, context: Mapping[str, Any]
+    step: PlanStep,
+    schema: ToolSchema,
+    goal: str | None,
+    context: Mapping[str, Any],
+    earlier: Sequence[PlanStep] = (),
 ) -> dict[str, Any]:
-    """The arguments of a tool step by rule, valid against the tool's `schema`: each required
-    argument (and each optional one the context names) from the request's context (by name:
-    `movie_id`, `movieId`), a `const`, a single `enum` value or a `default`, an id the goal or
-    the action gives ("movie 603"), the step's words for a query, or the output of the step
-    it depends on for an id; else the `needs` input naming the required arguments missing."""
+    """The arguments of a tool step by rule, valid against the tool's `schema`: each
+    argument the request's context names (by name: `movie_id`, `movieId`), each other one a
+    value the step's piece (else its own part of the goal) clearly gives (an id after its
+    noun or by its prefix, an e-mail address, URL or phone number, a title next to the
+    argument's noun, an enum value, what a search looks for); a required one also from a
+    `const`, a single `enum` value or a `default`, or for an id the output of the step it
+    depends on (of the `earlier` steps, the nearest whose tool is about the id's noun); else
+    the `needs` input naming the required arguments missing."""
     required = schema.required
-    texts = [step.action, goal or ""]
-    deps = _deps(step)
+    reading = _read(step, schema, goal or "", earlier)
     given = _by_key(context)
     arguments: dict[str, Any] = {}
-    for name, spec in schema.properties.items():
-        fits = _Fits(schema, spec)
+    for name in _in_filling_order(schema):
+        fits = _Fits(schema, schema.properties[name])
         found = fits.first(_candidates(given[_key(name)])) if _key(name) in given else _ABSENT
-        if found is _ABSENT and name in required:
-            found = _by_rule(name, fits, step.required_arm, texts, deps)
+        if found is _ABSENT:
+            taken = {str(value) for value in arguments.values()}
+            found = _by_rule(name, fits, reading, name in required, taken)
         if found is not _ABSENT:
             arguments[name] = found
+    arguments = {name: arguments[name] for name in schema.properties if name in arguments}
     missing = [name for name in required if name not in arguments]
     if not missing:
         try:
-            return check_tool_input(schema, arguments, frozenset(deps))
+            return check_tool_input(schema, arguments, frozenset(reading.deps))
         except PlanValidationError:
             missing = required
     return needs_input(missing, arguments, _text(step.action))
+
+
+def _read(step: PlanStep, schema: ToolSchema, goal: str, earlier: Sequence[PlanStep]) -> _Step:
+    tool = step.required_arm
+    piece = step_piece(step.action, tool)
+    own = tuple(values_in(piece))
+    part = own_part(piece, goal) if goal else ""
+    values = (own, tuple(values_in(part))) if part else (own,)
+    tool_words = [word for word in tokens(tool) if word not in ID_WORDS]
+    id_nouns = {
+        name: frozenset(_id_nouns(tokens(name), tool_words))
+        for name in schema.properties
+        if tokens(name) and tokens(name)[-1] in ID_WORDS
+    }
+    finds = any(stem(word) in FIND_WORDS for word in tool_words)
+    nouns = frozenset(stem(word) for word in tool_words if stem(word) not in FIND_WORDS)
+    deps = _deps(step)
+    dep_words = {
+        item.step: (_stems(tokens(item.required_arm)), _stems(tokens(item.action)))
+        for item in earlier
+        if item.step in deps
+    }
+    return _Step(step.action, piece, part, values, nouns, finds, id_nouns, deps, dep_words)
+
+
+def _stems(words: Iterable[str]) -> frozenset[str]:
+    return frozenset(stem(word) for word in words)
+
+
+def _id_nouns(words: list[str], tool_words: list[str]) -> list[str]:
+    # A bare `id` is an id of what the tool's name is about: its last noun.
+    return words[:-1] or tool_words[-1:]
+
+
+def _in_filling_order(schema: ToolSchema) -> list[str]:
+    """The arguments, those that say what to look for last: a value another one takes is
+    not looked for too."""
+    names = list(schema.properties)
+    return sorted(names, key=lambda name: _key(name) in _SEARCH_ARGUMENTS | _NAME_ARGUMENTS)
 
 
 def _key(name: str) -> str:
@@ -214,8 +316,22 @@ class _Fits:
         self.spec = spec
         self.resolved = schema.resolved(spec)
 
-    def first(self, values: list[Any]) -> Any:
+    def first(self, values: Iterable[Any]) -> Any:
         return next((value for value in values if self.schema.fits(self.spec, value)), _ABSENT)
+
+    def choices(self) -> list[Any]:
+        """The values an `enum` allows, of the argument or of one of its `anyOf` branches
+        (pydantic's optional enum)."""
+        found: list[Any] = []
+        for spec in [self.resolved, *_branches(self.resolved)]:
+            enum = self.schema.resolved(spec).get("enum")
+            found += enum if isinstance(enum, list) else []
+        return found
+
+
+def _branches(spec: Mapping[str, Any]) -> list[Any]:
+    branches = spec.get("anyOf") or spec.get("oneOf") or []
+    return branches if isinstance(branches, list) else []
 
 
 def _candidates(value: Any) -> list[Any]:
@@ -229,29 +345,19 @@ def _candidates(value: Any) -> list[Any]:
     return [value]
 
 
-def _by_rule(name: str, fits: _Fits, tool: str, texts: list[str], deps: list[int]) -> Any:
+def _by_rule(name: str, fits: _Fits, step: _Step, required: bool, taken: set[str]) -> Any:
     fixed = _fixed(fits.resolved)
-    if fixed is not _ABSENT:
+    if required and fixed is not _ABSENT:
         return fixed
-    words = tokens(name)
-    if words and words[-1] in ID_WORDS:
-        return _id_argument(words, fits, tool, texts, deps)
-    if _key(name) in {_key(word) for word in _TEXT_ARGUMENTS}:
-        return fits.first([_cut(texts[0], MAX_TEXT_CHARS)])
-    return _ABSENT
-
-
-def _id_argument(
-    words: list[str], fits: _Fits, tool: str, texts: list[str], deps: list[int]
-) -> Any:
-    """An id the texts give for its noun (a bare `id`: the last noun of the tool's name),
-    else the output of the nearest step the step depends on."""
-    nouns = words[:-1] or [word for word in tokens(tool) if word not in ID_WORDS][-1:]
-    given = [value for noun in nouns for text in texts for value in _given_ids(noun, text)]
-    found = fits.first([item for value in given for item in _candidates(value)])
-    if found is _ABSENT and deps:
-        found = fits.first([reference(deps[-1])])
-    return found
+    named = _named_choice(fits, step, required)
+    if named is not _ABSENT or name in step.id_nouns:
+        return _id_argument(name, fits, step, required) if named is _ABSENT else named
+    if required and "default" in fits.resolved:
+        return fits.resolved["default"]
+    kind = field_kind(name, fits.resolved)
+    if kind is not None:
+        return fits.first(_addresses(kind, step, required))
+    return _by_words(name, fits, step, required, taken)
 
 
 def _fixed(spec: Mapping[str, Any]) -> Any:
@@ -261,13 +367,148 @@ def _fixed(spec: Mapping[str, Any]) -> Any:
     enum = spec.get("enum")
     if isinstance(enum, list) and len(enum) == 1:
         return enum[0]
-    return spec.get("default", _ABSENT)
+    return _ABSENT
 
 
-def _given_ids(noun: str, text: str) -> list[str]:
-    """The ids of `noun` a text gives: "movie 603", "order #A-1", "ticket id T-4471"."""
-    pattern = (
-        rf"\b{re.escape(noun)}s?(?:\s+(?:id|number|no\.?))?\s*[:#]?\s*[\"']?"
-        r"([A-Za-z]*[-_]?\d[\w-]*)"
-    )
-    return [match.group(1) for match in re.finditer(pattern, text, re.IGNORECASE)]
+def _named_choice(fits: _Fits, step: _Step, required: bool) -> Any:
+    """The `enum` value the piece (a required argument's: else its own part of the goal)
+    names as a word, whatever its case."""
+    choices = [value for value in fits.choices() if isinstance(value, str)]
+    choices = [value for value in choices if len(value) > 1 and value.lower() not in STOPWORDS]
+    texts = [step.piece, step.part] if required else [step.piece]
+    for text in texts:
+        for value in choices:
+            if re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text, re.IGNORECASE):
+                return fits.first([value])
+    return _ABSENT
+
+
+def _id_argument(name: str, fits: _Fits, step: _Step, required: bool) -> Any:
+    """An id the texts give after its noun ("member M-2", "order #A-17"), else one shaped
+    with its noun's prefix ("B-300" for a book) that fits no other id argument of the tool;
+    for a required argument, else the output of the step it depends on that finds it."""
+    nouns = step.id_nouns[name]
+    stems = frozenset(stem(noun) for noun in nouns)
+    for values in step.values:
+        tagged = [v.text for v in values if v.kind in ("id", "number") and stem(v.before) in stems]
+        found = fits.first(item for value in tagged for item in _candidates(value))
+        if found is _ABSENT:
+            found = fits.first(_shaped_ids(name, values, step))
+        if found is not _ABSENT:
+            return found
+    if required and step.deps:
+        return fits.first([reference(step.source_of(stems))])
+    return _ABSENT
+
+
+def _shaped_ids(name: str, values: Iterable[Given], step: _Step) -> list[str]:
+    """The ids, next to no other id argument's noun, whose prefix opens the noun of `name`
+    and of no other id argument."""
+    others = [words for other, words in step.id_nouns.items() if other != name]
+    other_stems = {stem(noun) for words in others for noun in words}
+    return [
+        value.text
+        for value in values
+        if value.kind == "id"
+        and stem(value.before) not in other_stems
+        and _prefix_fits(value.text, step.id_nouns[name])
+        and not any(_prefix_fits(value.text, words) for words in others)
+    ]
+
+
+def _prefix_fits(value: str, nouns: Iterable[str]) -> bool:
+    """Whether an id's letters before its number ("B" of "B-300", "ORD" of "ORD-7") open
+    one of `nouns` and follow its letters, as "B" does "book"."""
+    found = re.match(r"#?([A-Z]{1,5}[-_]?|[A-Za-z]{1,5}[-_])\d", value)
+    if found is None:
+        return False
+    letters = found.group(1).rstrip("-_").lower()
+    return any(_in_order(letters, noun.lower()) for noun in nouns)
+
+
+def _in_order(letters: str, word: str) -> bool:
+    if not word or letters[:1] != word[:1]:
+        return False
+    rest = iter(word)
+    return all(letter in rest for letter in letters)
+
+
+def _addresses(kind: Kind, step: _Step, required: bool) -> list[str]:
+    """The e-mail addresses, URLs or phone numbers the texts give, for an argument of
+    `kind` (a recipient: an address, else a phone number)."""
+    kinds = ("email", "phone") if kind == "recipient" else (kind,)
+    values = step.everywhere() if required else list(step.own)
+    return [value.text for want in kinds for value in values if value.kind == want]
+
+
+def _by_words(name: str, fits: _Fits, step: _Step, required: bool, taken: set[str]) -> Any:
+    key = _key(name)
+    if key in _SEARCH_ARGUMENTS or (key in _NAME_ARGUMENTS and step.finds):
+        return _search(fits, step, required, taken)
+    if key in _INSTRUCTION_ARGUMENTS:
+        return fits.first([_cut(step.action, MAX_TEXT_CHARS)]) if required else _ABSENT
+    if key in _CONTENT_ARGUMENTS:
+        return _content(fits, step, required)
+    quoted = [value.text for value in step.own if value.quoted]
+    if key in _MESSAGE_ARGUMENTS:
+        return fits.first(quoted[:1])
+    if _takes_numbers(fits.resolved):
+        return fits.first(_quantities(_argument_words(name, fits), step))
+    return _named(name, fits, step, required, taken)
+
+
+def _search(fits: _Fits, step: _Step, required: bool, taken: set[str]) -> Any:
+    """What the step's piece searches for: what it names, else (required) its object words,
+    not its verb."""
+    goal = step.values[1] if len(step.values) > 1 else ()
+    terms = search_terms(step.own, goal, step.tool_nouns, taken)
+    if terms is None and required:
+        terms = object_words(step.piece)
+    return _ABSENT if terms is None else fits.first([_cut(terms, MAX_TEXT_CHARS)])
+
+
+def _content(fits: _Fits, step: _Step, required: bool) -> Any:
+    if step.deps and _POINTS_BACK & set(tokens(step.piece)):
+        return fits.first([reference(step.deps[-1])])
+    quoted = [value.text for value in step.own if value.quoted]
+    if quoted:
+        return fits.first(quoted[:1])
+    return fits.first([_cut(step.piece, MAX_TEXT_CHARS)]) if required else _ABSENT
+
+
+def _takes_numbers(spec: Mapping[str, Any]) -> bool:
+    kinds = spec.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    return bool({"integer", "number"} & set(kinds)) and "string" not in kinds
+
+
+def _argument_words(name: str, fits: _Fits) -> frozenset[str]:
+    """The stems of what an argument is, by its name and description."""
+    words = tokens(name)
+    description = fits.resolved.get("description")
+    if isinstance(description, str):
+        words += tokens(description)
+    return frozenset(stem(word) for word in words) - STOPWORDS - ID_WORDS - {""}
+
+
+def _quantities(nouns: frozenset[str], step: _Step) -> list[Any]:
+    """The numbers written just before the argument's noun ("2 seats" for `seats`)."""
+    found = [value for value in step.own if value.kind == "number" and stem(value.after) in nouns]
+    return [int(value.text) for value in found]
+
+
+def _named(name: str, fits: _Fits, step: _Step, required: bool, taken: set[str]) -> Any:
+    """A title or quoted name next to the argument's noun (from its name or description:
+    "the Central branch" for `branch`, 'Central branch' too), else, for a required
+    `name`/`title`, the first title of the piece that no other argument took."""
+    nouns = _argument_words(name, fits)
+    if _key(name) in _NAME_ARGUMENTS:
+        nouns |= step.tool_nouns
+    for values in step.values:
+        titles = [value for value in values if value.kind == "title" and value.next_to(nouns)]
+        found = fits.first(value.without(nouns) for value in titles)
+        if found is not _ABSENT:
+            return found
+    if required and _key(name) in _NAME_ARGUMENTS:
+        return fits.first(v.text for v in step.own if v.kind == "title" and v.text not in taken)
+    return _ABSENT

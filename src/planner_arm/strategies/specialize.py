@@ -84,7 +84,7 @@ class StepToFill:
         if self.tool_schema is None:
             return rule_input(self.step)
         brief = self.brief
-        return rule_tool_input(self.step, self.tool_schema, brief.goal, brief.context)
+        return rule_tool_input(self.step, self.tool_schema, brief.goal, brief.context, self.earlier)
 
 
 def tool_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, ToolSchema]:
