@@ -27,6 +27,7 @@ from planner_arm.plan.tools import DETERMINER_WORDS, NOT_VERB_WORDS, REQUEST_VER
 
 HEAD, OBJECT = 1.5, 1.5
 VERB_MATCH, SAME_ACTION, OTHER_ACTION = 1.0, 1.0, 0.5
+READ_VERB_MATCH = 0.5
 DESCRIPTION = 0.6
 # A word of a tool's result only (a field name of its output schema: `author`).
 FIELD = 0.8
@@ -133,7 +134,11 @@ class ToolWords:
                  if word in own),
                 default=0.0,
             )  # fmt: skip
-        return total + (VERB_MATCH if same else 0.0)
+        if not same:
+            return total
+        # A verb that asks to be shown something fits every tool that finds or shows: alone,
+        # it names none strongly ("tell me the weather" is no rider search).
+        return total + (READ_VERB_MATCH if asks_to_read(head) else VERB_MATCH)
 
     def verb(self, tool: str) -> str | None:
         """The stem of the action word of `tool`'s name, if it has one."""
