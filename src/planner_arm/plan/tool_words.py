@@ -126,19 +126,19 @@ class ToolWords:
                         # "Find" asks for any finder: the word in `find_member` says no more.
                         counted = 0.0
                 total += self._weight[word] * counted * own[word]
-        # A word counts once more through the best of its related words the tool has
-        # ("performing": the description's "concerts, theatre" count as one).
-        for others in related.values():
-            total += max(
-                (self._weight[word] * factor * own[word] for word, factor in others.items()
-                 if word in own),
-                default=0.0,
-            )  # fmt: skip
+        total += sum(self._best_related(others, own) for others in related.values())
         if not same:
             return total
         # A verb that asks to be shown something fits every tool that finds or shows: alone,
         # it names none strongly ("tell me the weather" is no rider search).
         return total + (READ_VERB_MATCH if asks_to_read(head) else VERB_MATCH)
+
+    def _best_related(self, others: dict[str, float], own: dict[str, float]) -> float:
+        """What a word counts once more through the best of its related words a tool has
+        ("performing": the description's "concerts, theatre" count as one)."""
+        counted = [self._weight[word] * factor * own[word] for word, factor in others.items()
+                   if word in own]  # fmt: skip
+        return max(counted, default=0.0)
 
     def verb(self, tool: str) -> str | None:
         """The stem of the action word of `tool`'s name, if it has one."""

@@ -33,14 +33,8 @@ from planner_arm.plan.lexicon import STOPWORDS, specifics, stem, words
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.tool_graph import ToolGraph
 from planner_arm.rules.tool_actions import clip
-from planner_arm.rules.tools import (
-    MIN_STRENGTH,
-    PlannedCall,
-    ToolPlanner,
-    draft_step,
-    fed_by,
-    producers,
-)
+from planner_arm.rules.tool_pieces import MIN_STRENGTH, PlannedCall
+from planner_arm.rules.tools import ToolPlanner, draft_step, fed_by, producers
 
 # A step's action is unlike its tool when another tool is named at least `MIN_STRENGTH` by
 # it and its own tool less than this share as strongly.
