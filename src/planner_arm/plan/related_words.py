@@ -24,6 +24,7 @@ GROUPS = (
     "directed direct director directing filmmaker credit credits crew",
     "cast actor actress star starring starred lead role played act acted acting credit credits",
     "sang sing singer artist band performer",
+    "perform performing performs performed performer performers lineup",
     "painted painter artist",
     "founded founder founders",
     "created creator maker made",
@@ -39,7 +40,7 @@ GROUPS = (
     "how many count number total",
     "long duration length runtime minutes",
     # what it is like
-    "about summary synopsis overview plot description describe",
+    "summary synopsis overview plot description describe",
     "background biography bio profile career",
     "specialise specialize specialises specializes specialty speciality specialism",
     "review reviews rating ratings rated score stars opinion",

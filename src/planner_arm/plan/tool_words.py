@@ -56,6 +56,8 @@ _VERB_CLASSES = (
     "translate",
     "summarize summarise",
     "convert",
+    "transfer move",
+    "hold lock",
 )
 _CLASSES_OF: dict[str, frozenset[int]] = {}
 for _row, _verbs in enumerate(_VERB_CLASSES):
@@ -77,7 +79,7 @@ _NOT_CONTENT = STOPWORDS | word_set(
 )
 # Values a request gives (e-mail addresses, links, ids with digits): they say which thing,
 # never which tool.
-_VALUES = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+|(?<![\w.])[A-Za-z]*[-_#]?\d[\w.:/-]*")
+VALUES = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+|(?<![\w.])[A-Za-z]*[-_#]?\d[\w.:/-]*")
 _FILLER_OPENING = re.compile(r"^\s*(?:please|kindly|also|then|and)\s+", re.IGNORECASE)
 _TELL_ME = re.compile(
     r"^\s*(?:please\s+)?(?:tell|give|show)\s+(?:me|us)\b|^\s*(?:please\s+)?let\s+(?:me|us)\s+know\b",
@@ -208,7 +210,7 @@ def _weighed_stems(piece: str) -> tuple[dict[str, float], dict[str, dict[str, fl
     words related to it (`related_words.py`: "wrote", author) RELATED (a question word's
     whole: "when" asks for a date)."""
     content = [
-        stem(word) for word in words(_VALUES.sub(" ", _asked(piece))) if word not in _NOT_CONTENT
+        stem(word) for word in words(VALUES.sub(" ", _asked(piece))) if word not in _NOT_CONTENT
     ]
     led = bool(content) and content[0] in VERB_STEMS
     weighed: dict[str, float] = {}

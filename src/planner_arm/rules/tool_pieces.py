@@ -32,7 +32,13 @@ from planner_arm.plan.lexicon import specifics, stem, word_set
 from planner_arm.plan.tool_graph import ToolGraph
 from planner_arm.plan.tool_index import ToolIndex
 from planner_arm.plan.tool_traits import entity_key, tokens
-from planner_arm.plan.tool_words import asks_to_read, known_action, leading_verb, same_action
+from planner_arm.plan.tool_words import (
+    VALUES,
+    asks_to_read,
+    known_action,
+    leading_verb,
+    same_action,
+)
 from planner_arm.plan.tools import GoalPiece, goal_pieces, name_words
 from planner_arm.rules.tool_actions import is_question
 
@@ -56,7 +62,7 @@ FOLLOW_WEIGHT = 0.5
 CONTEXT_WEIGHT = 1.0
 # A tool whose ids the request gives or an earlier step yields (it can be called as it is),
 # and one whose name's noun the piece writes in the same number ("what appointments").
-GIVEN_WEIGHT = 0.5
+GIVEN_WEIGHT = 1.0
 GIVEN_STRENGTH = 0.25
 NUMBER_WEIGHT = 0.3
 # A piece that refers back to what the piece before produced.
@@ -172,13 +178,13 @@ class PieceMatcher:
                 + self.own_words * strengths[tool] / strongest
                 + FOLLOW_WEIGHT * follows
                 + CONTEXT_WEIGHT * self.context.get(tool, 0.0)
-                + GIVEN_WEIGHT * self._ids_at_hand(tool, made)
+                + GIVEN_WEIGHT * self._ids_at_hand(tool, piece)
                 + NUMBER_WEIGHT * self._agrees(tool, piece)
             )
 
         tool = max(candidates, key=worth)
         # A piece that gives the very ids the tool takes ("doctor D-7") names it more.
-        named = strengths[tool] + GIVEN_STRENGTH * self._ids_at_hand(tool, made)
+        named = strengths[tool] + GIVEN_STRENGTH * self._ids_at_hand(tool, piece)
         if named >= MIN_STRENGTH * (1.0 if asks else UNLED_FACTOR):
             return tool
         # The BM25 match is the evidence of the configured examples that call the tool (a
@@ -213,13 +219,11 @@ class PieceMatcher:
             return True
         return same_action(asked, own) or words.says(tool, asked)
 
-    def _ids_at_hand(self, tool: str, made: set[str]) -> bool:
-        """Whether `tool` takes ids and the request gives each ("doctor D-7") or an earlier
-        step yields it: it can be called as it is."""
+    def _ids_at_hand(self, tool: str, piece: str) -> bool:
+        """Whether `tool` takes ids and the piece gives each ("doctor D-7"): it can be called
+        as it is, with what the piece names."""
         needs = self.graph.traits[tool].fetched_needs()
-        return bool(needs) and all(
-            key in made or gives(self.goal, self.graph.noun(key)) for key in needs
-        )
+        return bool(needs) and all(gives(piece, self.graph.noun(key)) for key in needs)
 
     def _agrees(self, tool: str, piece: str) -> bool:
         """Whether the piece names what the tool's name is about in the same number: "what
@@ -259,10 +263,12 @@ def _plural(word: str) -> bool:
 
 
 def _unled(piece: str) -> str:
-    """A piece without the verb it opens with when that verb asks to be told or shown
-    something, for the BM25 match: such a verb's evidence is its action (`ToolWords`: "find"
+    """A piece without its values (they say which thing, never which tool) and without the
+    verb it opens with when that verb asks to be told or shown something, for the BM25
+    match: such a verb's evidence is its action (`ToolWords`: "find"
     asks for any finder), not the word "find" in a tool's name (`find_member` for "find the
     book Dune"). A verb of another action ("message Tom") is kept: it names the tool."""
+    piece = VALUES.sub(" ", piece)
     verb = leading_verb(piece)
     if verb is None or not asks_to_read(stem(verb)):
         return piece
