@@ -297,3 +297,63 @@ def test_an_added_finder_looks_up_the_thing_not_another_arguments_value(
     assert search.action.endswith(": The Hobbit")  # "Central" is the branch's, not the book's
     draft = plan(planner_for(library), "When was The Left Hand of Darkness published?")
     assert draft.steps[0].action.endswith(": The Left Hand of Darkness")
+
+
+# --- reading requests ----------------------------------------------------------------------
+
+
+def test_a_request_is_never_cut_inside_quotes() -> None:
+    from planner_arm.plan.tools import request_pieces
+
+    assert request_pieces("Is 'Pride and Prejudice' on the shelf at the Riverside branch?") == [
+        "Is 'Pride and Prejudice' on the shelf at the Riverside branch?"
+    ]
+    assert request_pieces("If so, book it for patient P-3") == ["book it for patient P-3"]
+
+
+def test_a_verb_no_list_has_is_told_by_what_follows_it(library: list[ArmSpec]) -> None:
+    from planner_arm.plan.tool_words import leading_verb
+
+    assert leading_verb("fax the refill to his cardiologist") == "fax"
+    assert leading_verb("Diagnose her rash from this photo") == "diagnose"
+    assert leading_verb("tomorrow the weather") is None
+    draft = plan(
+        planner_for(library),
+        "Look up the member carol@example.com, fax her the due dates and list her loans",
+    )
+    # A tool that lists does not fax, whatever words they share ("due dates").
+    faxed = [step.required_arm for step in draft.steps if step.action.startswith("Fax")]
+    assert "list_loans" not in faxed
+    assert [tool for tool, _ in steps(draft)][-1] == "list_loans"
+
+
+def test_a_read_verb_alone_names_no_tool(library: list[ArmSpec]) -> None:
+    draft = plan(planner_for(library), "Find books by Ursula Le Guin and tell me the weather")
+    assert steps(draft) == [("search_books", [])]
+    assert unplanned(draft) == ["tell me the weather"]
+
+
+def test_the_ids_a_piece_gives_choose_the_tool_that_takes_them() -> None:
+    specs = [
+        ArmSpec(id="search_doctors", description="Search doctors by specialty or city"),
+        ArmSpec(
+            id="get_doctor",
+            description="A doctor's profile: specialty, languages and biography",
+            input_schema={
+                "type": "object",
+                "properties": {"doctor_id": {"type": "string"}},
+                "required": ["doctor_id"],
+            },
+        ),
+        ArmSpec(
+            id="get_appointment",
+            description="An appointment: its doctor, place and time",
+            input_schema={
+                "type": "object",
+                "properties": {"appointment_id": {"type": "string"}},
+                "required": ["appointment_id"],
+            },
+        ),
+    ]
+    draft = plan(planner_for(specs), "What does doctor D-7 specialise in?")
+    assert steps(draft) == [("get_doctor", [])]

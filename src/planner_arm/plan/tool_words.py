@@ -67,7 +67,10 @@ for _row, _verbs in enumerate(_VERB_CLASSES):
 _READ_CLASSES = frozenset().union(
     *(_CLASSES_OF[stem(verb)] for verb in ("find", "get", "check", "track"))
 )
-_READ_VERBS = frozenset(stem(verb) for verb in word_set("know see show let help describe explain"))
+_READ_VERBS = frozenset(
+    stem(verb)
+    for verb in word_set("know see show let help describe explain inquire ask learn understand")
+)
 # Verbs of tool names that say little about the action: their object does (`send_email`).
 _ANY_ACTION = frozenset(
     stem(verb) for verb in word_set("send get set make do run use handle manage process")

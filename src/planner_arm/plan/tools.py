@@ -163,9 +163,9 @@ _REQUEST_VERB_WORDS = (
     "return review run save schedule search select sell send set share show sign sort "
     "start stop submit summarise summarize switch tell text track transfer translate turn "
     "unsubscribe update upgrade upload verify view withdraw write "
-    "accept activate approve attach block borrow charge contest decline diagnose dispute "
-    "exchange fax follow hold invoice join leave lend lock pause prescribe redeem refer "
-    "refill reject resume scan ship subscribe suspend swap transcribe unblock unlock"
+    "accept activate approve attach block borrow charge contest decline dispute exchange "
+    "follow hold invoice join leave lend lock pause redeem refer refill reject resume ship "
+    "subscribe suspend swap unblock unlock"
 )
 REQUEST_VERBS = frozenset(_REQUEST_VERB_WORDS.split())
 # Words after which, at the opening of a piece, a thing is named: the word before is a verb.
@@ -202,7 +202,7 @@ _FILLER = re.compile(
     r"^(?:(?:please|kindly|also|(?:and )?i (?:also )?(?:want|need|would like|wish|hope)"
     r"(?: you)?(?: to| can| could)?|i'd like to|(?:can|could|would) you|help me|to"
     # A condition on the piece before ("If so, book it"): the work is what follows.
-    r"|if (?:so|yes|not|it is|there is one|they are|available)|otherwise)[\s,]+)+",
+    r"|if (?:so|yes|not|it is|there is one|they are|available)|otherwise)(?:[\s,]+|$))+",
     re.I,
 )
 # Quoted text, inside which a request is never cut ("'Pride and Prejudice'").

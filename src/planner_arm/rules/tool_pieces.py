@@ -34,6 +34,7 @@ from planner_arm.plan.tool_index import ToolIndex
 from planner_arm.plan.tool_traits import entity_key, tokens
 from planner_arm.plan.tool_words import (
     VALUES,
+    VERB_STEMS,
     asks_to_read,
     known_action,
     leading_verb,
@@ -204,8 +205,9 @@ class PieceMatcher:
     def _does(self, tool: str, piece: str) -> bool:
         """Whether `tool` can do what the piece asks by its verb: a piece that asks to be told
         or shown something (or a question) is never given a tool that writes, unless it asks
-        for that tool's action; a piece whose verb names an action ("translate", "buy") is
-        never given a tool whose own verb names another and whose words lack that one."""
+        for that tool's action; a piece whose verb names an action ("translate", "buy", "fax")
+        is never given a tool that finds or shows, nor one whose own verb names another known
+        action, unless the tool's words have that verb."""
         words, verb = self.graph.words, leading_verb(piece)
         asked = stem(verb) if verb is not None else None
         own = words.verb(tool)
@@ -213,11 +215,16 @@ class PieceMatcher:
             reads = is_question(piece) or (asked is not None and asks_to_read(asked))
             if reads and not same_action(asked, own):
                 return False
-        if asked is None or asks_to_read(asked) or not known_action(asked):
+        if asked is None or asks_to_read(asked):
             return True
         if own is None or not known_action(own):
             return True
-        return same_action(asked, own) or words.says(tool, asked)
+        if same_action(asked, own) or words.says(tool, asked):
+            return True
+        # A tool that finds or shows does nothing else ("fax the due dates" is no listing); a
+        # common verb of no class may be another acting tool's ("arrange" a reservation), a
+        # verb of no list only a tool that says it.
+        return not asks_to_read(own) and not known_action(asked) and asked in VERB_STEMS
 
     def _ids_at_hand(self, tool: str, piece: str) -> bool:
         """Whether `tool` takes ids and the piece gives each ("doctor D-7"): it can be called
