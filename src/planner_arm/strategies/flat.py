@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from anyio import to_thread
 
+from planner_arm.errors import PlanValidationError
 from planner_arm.llm.chain import Mendable, Question
 from planner_arm.llm.client import Completion
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
@@ -23,7 +24,7 @@ from planner_arm.plan.budget import (
     describe_budget,
     refuse_impossible_budget,
 )
-from planner_arm.plan.draft import DraftPlan
+from planner_arm.plan.draft import DraftPlan, split_note
 from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quality_problems
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
@@ -40,6 +41,13 @@ from planner_arm.strategies.prompts import (
 )
 
 PlanAnswer = tuple[DraftPlan, ValidPlan]
+
+# What the model is told of a plan most of whose steps are unlike their tools.
+_UNLIKE_PROBLEM = (
+    "Most steps call a tool that does not do the step's action. Give each step the listed "
+    "tool that does its action, with an action saying what that tool does for the request; "
+    "leave out what no listed tool does."
+)
 
 
 async def first_answer(
@@ -118,9 +126,19 @@ def reviewed(
     draft: DraftPlan, valid: ValidPlan, request: PlanRequest, tools: ToolPlanner, rules: PlanRules
 ) -> PlanAnswer:
     """A model's tool plan reviewed with the tool graph (rules/tool_review.py) and checked
-    again: what the review mended joins the repairs, what it found the warnings."""
+    again: what the review mended joins the repairs, what it found the warnings.
+
+    Raises PlanValidationError (`actions_unlike_tools`) when most of its steps are unlike
+    their tools: the model is asked again with each such step named, like any answer that
+    breaks a rule, and the rule-based plan answers when it cannot mend it."""
     graph = tools.graph.with_examples(request.examples or ())
     review = review_tool_plan(valid.steps, request.goal, tools, graph, rules.max_steps)
+    if review.mostly_unlike:
+        raise PlanValidationError(
+            f"{len(review.unlike)} of {review.model_steps} steps are unlike their tools",
+            code="actions_unlike_tools",
+            errors=[_UNLIKE_PROBLEM, *(split_note(entry)[1] for entry in review.unlike)],
+        )
     mended = replace(
         draft,
         repairs=[*draft.repairs, *valid.repairs, *review.repairs],
