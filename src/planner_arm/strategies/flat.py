@@ -84,8 +84,12 @@ class FlatPlanner:
         rules, resolver = box.rules, box.resolver
         tools = box.rule_based.tools
         draft = tools.plan(request.goal, rules.max_steps, request.examples or ()) if tools else None
+        # What is the same for every request over these tools opens the prompt (the tools,
+        # when all are listed, and the examples, when all are shown), what is this request's
+        # closes it: a model server computes a shared opening once.
+        fixed = examples_prompt(box.worked, chosen=False) if box.worked_fixed else ""
         user = (
-            examples_prompt(box.worked)
+            ("" if box.worked_fixed else examples_prompt(box.worked))
             + draft_prompt(draft.steps if draft is not None else [])
             + user_prompt(
                 request.goal, request.constraints, request.context, describe_budget(request.budget)
@@ -112,7 +116,7 @@ class FlatPlanner:
         # A tool plan is judged by its tools and links; the constraint checks are the agents'.
         checks = quality if rules.profile == "agents" else None
         return Question(
-            box.opening.messages(user),
+            box.opening.messages(user, fixed),
             read,
             with_repair,
             answer_schema=box.answer_schema,
