@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/tool_graphs.py --model-url http://127.0.0.1:8080/v1 [--model M]
         [--data DIR] [--split dev|heldout|all] [--cases N] [--seed S]
-        [--systems service,direct,rules] [--tool-shortlist N] [--json out.json]
+        [--systems service,direct,rules] [--tool-shortlist N] [--concurrency N]
+        [--json out.json]
     .venv/bin/python benchmarks/tool_graphs.py --stub --data benchmarks/data/tiny-tools
 
 DIR holds `tools.json` (`{"nodes": [{"id", "desc"}, ...]}`) and `cases.jsonl` (one request a
@@ -21,6 +22,8 @@ repository root. A seeded sample of N cases of the split goes through each syste
 `--tool-shortlist N` sets the service's `planning.tool_shortlist` (0: its prompt lists every
 tool, the same opening for every request; default: the shortlist of the 40 tools most
 relevant to each request), to measure prompt size and time per plan both ways.
+`--concurrency N` keeps N requests in flight at once (the next starts as one ends), as users
+share one model server; each plan's seconds are its own, waiting included.
 
 Scoring, per request: node F1 between the predicted and the gold sets of tool ids, link F1
 between the sets of (source, target) pairs (requests whose gold graph has no link are left out
@@ -43,6 +46,7 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -282,6 +286,8 @@ class Run:
     examples: list[dict[str, Any]] = field(default_factory=list)
     # The service's `planning.tool_shortlist` (0: every tool listed); None: the default.
     tool_shortlist: int | None = None
+    # How many requests are in flight at once, each system on its own.
+    concurrency: int = 1
 
 
 class Direct:
@@ -434,17 +440,42 @@ async def run_system(
             )
             stack.push_async_callback(http.aclose)
             planner = Service(run, http)
-        outcomes = []
-        for number, case in enumerate(cases, 1):
+        ended = 0
+
+        async def plan(case: Case) -> Outcome:
+            nonlocal ended
             if stub is not None:
                 serve_gold(stub, system, case)
-            outcomes.append(await planner.plan(case))
+            done = await planner.plan(case)
             # A live run takes minutes: each plan is reported as it ends.
-            done = outcomes[-1]
+            ended += 1
             note = f", {done.note}" if done.note else ""
-            said = f"{system} {number}/{len(cases)}: {done.seconds:.1f} s, {done.calls} call(s)"
+            said = f"{system} {ended}/{len(cases)}: {done.seconds:.1f} s, {done.calls} call(s)"
             print(said + note, file=sys.stderr, flush=True)
+            return done
+
+        # The stub answers the gold graph of the case being planned: one case at a time.
+        concurrency = 1 if stub is not None else run.concurrency
+        started = time.perf_counter()
+        outcomes = await in_flight(cases, plan, concurrency)
+        took = time.perf_counter() - started
+        print(f"{system}: {len(cases)} plans in {took:.1f} s, {concurrency} at once",
+              file=sys.stderr, flush=True)  # fmt: skip
         return outcomes
+
+
+async def in_flight(
+    cases: list[Case], plan: Callable[[Case], Awaitable[Outcome]], concurrency: int
+) -> list[Outcome]:
+    """Each case through `plan`, `concurrency` of them in flight at once (the next starts as
+    one ends), the outcomes in the cases' order."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(case: Case) -> Outcome:
+        async with gate:
+            return await plan(case)
+
+    return list(await asyncio.gather(*(one(case) for case in cases)))
 
 
 # ---------------------------------------------------------------- figures
@@ -545,6 +576,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--shortlist", type=int, default=40, help="the shortlist size whose recall is printed"
     )
     parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="requests in flight at once (the next starts as one ends; --stub: 1)",
+    )
+    parser.add_argument(
         "--tool-shortlist",
         type=int,
         help="service: planning.tool_shortlist (0: list every tool; default: the service's)",
@@ -558,6 +595,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--timeout: more than 0 and at most 300 seconds")
     if options.cases < 1:
         parser.error("--cases: at least 1")
+    if options.concurrency < 1:
+        parser.error("--concurrency: at least 1")
     needs_model = bool(set(systems) - {"rules"})
     if needs_model and not options.stub and not options.model_url:
         parser.error("service and direct need --model-url (or --stub)")
@@ -617,7 +656,8 @@ async def run_all(options: argparse.Namespace, stub: StubLLM | None) -> dict[str
         model = await first_model(url, options.api_key)
     examples = worked_examples(cases, sample, options.examples, options.seed)
     run = Run(tools, example, model or "none", url, options.api_key, options.timeout,
-              options.max_tokens, examples, options.tool_shortlist)  # fmt: skip
+              options.max_tokens, examples, options.tool_shortlist,
+              options.concurrency)  # fmt: skip
     print(f"{options.data}: {len(tools)} tools; {len(sample)} {options.split} cases "
           f"(seed {options.seed}), worked example {example.id}; model {run.model} at {url}",
           flush=True)  # fmt: skip
@@ -640,6 +680,7 @@ async def run_all(options: argparse.Namespace, stub: StubLLM | None) -> dict[str
             for o, s in zip(outcomes, scores, strict=True)
         ]  # fmt: skip
     meta = {"data": str(options.data), "split": options.split, "seed": options.seed,
+            "concurrency": options.concurrency, "tool_shortlist": options.tool_shortlist,
             "example": example.id, "model": run.model, "model_url": url, "stub": stub is not None,
             "case_ids": [case.id for case in sample]}  # fmt: skip
     return {**meta, **results}

@@ -3,6 +3,7 @@ cases, and whole runs in stub mode over the tiny tool set in benchmarks/data/tin
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import subprocess
@@ -305,3 +306,27 @@ def test_the_script_runs_from_the_command_line(tmp_path: Path) -> None:
     assert "node F1" in done.stdout
     assert "direct" in done.stdout
     assert json.loads(out.read_text())["systems"]["direct"]["plans"] == 1
+
+
+async def test_concurrency_keeps_that_many_requests_in_flight_and_the_cases_order() -> None:
+    _, cases = tg.load_data(TINY)
+    many = [replace(cases[n % len(cases)], id=f"c{n}") for n in range(7)]
+    now = most = 0
+
+    async def plan(case: Any) -> Any:
+        nonlocal now, most
+        now += 1
+        most = max(most, now)
+        for _ in range(len(many) - many.index(case)):  # the first ones take longest
+            await asyncio.sleep(0)
+        now -= 1
+        return tg.Outcome(case.id, None, 0.0)
+
+    outcomes = await tg.in_flight(many, plan, 3)
+    assert [o.case for o in outcomes] == [case.id for case in many]
+    assert most == 3
+
+
+def test_concurrency_below_one_is_refused() -> None:
+    with pytest.raises(SystemExit):
+        tg.parse_args(["--systems", "rules", "--concurrency", "0"])
