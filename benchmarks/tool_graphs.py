@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/tool_graphs.py --model-url http://127.0.0.1:8080/v1 [--model M]
         [--data DIR] [--split dev|heldout|all] [--cases N] [--seed S]
-        [--systems service,direct,rules] [--tool-shortlist N] [--json out.json]
+        [--systems service,direct,rules] [--tool-shortlist N] [--concurrency N]
+        [--json out.json]
     .venv/bin/python benchmarks/tool_graphs.py --stub --data benchmarks/data/tiny-tools
     .venv/bin/python benchmarks/tool_graphs.py --domains --systems rules [--examples 3] [--verbose]
 
@@ -24,6 +25,8 @@ per data set. A seeded sample of N cases of the split goes through each system:
 `--tool-shortlist N` sets the service's `planning.tool_shortlist` (0: its prompt lists every
 tool, the same opening for every request; default: the shortlist of the 40 tools most
 relevant to each request), to measure prompt size and time per plan both ways.
+`--concurrency N` keeps N requests in flight at once (the next starts as one ends), as users
+share one model server; each plan's seconds are its own, waiting included.
 
 Scoring, per request: node F1 between the predicted and the gold sets of tool ids, link F1
 between the sets of (source, target) pairs (requests whose gold graph has no link are left out
@@ -63,6 +66,7 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -471,6 +475,8 @@ class Run:
     # `specialize: true`), and the worked examples sent in each request's `examples`.
     mcp_tools: list[dict[str, Any]] | None = None
     request_examples: list[dict[str, Any]] = field(default_factory=list)
+    # How many requests are in flight at once, each system on its own.
+    concurrency: int = 1
 
 
 class Direct:
@@ -629,17 +635,42 @@ async def run_system(
             )
             stack.push_async_callback(http.aclose)
             planner = Service(run, http)
-        outcomes = []
-        for number, case in enumerate(cases, 1):
+        ended = 0
+
+        async def plan(case: Case) -> Outcome:
+            nonlocal ended
             if stub is not None:
                 serve_gold(stub, system, case)
-            outcomes.append(await planner.plan(case))
+            done = await planner.plan(case)
             # A live run takes minutes: each plan is reported as it ends.
-            done = outcomes[-1]
+            ended += 1
             note = f", {done.note}" if done.note else ""
-            said = f"{system} {number}/{len(cases)}: {done.seconds:.1f} s, {done.calls} call(s)"
+            said = f"{system} {ended}/{len(cases)}: {done.seconds:.1f} s, {done.calls} call(s)"
             print(said + note, file=sys.stderr, flush=True)
+            return done
+
+        # The stub answers the gold graph of the case being planned: one case at a time.
+        concurrency = 1 if stub is not None else run.concurrency
+        started = time.perf_counter()
+        outcomes = await in_flight(cases, plan, concurrency)
+        took = time.perf_counter() - started
+        print(f"{system}: {len(cases)} plans in {took:.1f} s, {concurrency} at once",
+              file=sys.stderr, flush=True)  # fmt: skip
         return outcomes
+
+
+async def in_flight(
+    cases: list[Case], plan: Callable[[Case], Awaitable[Outcome]], concurrency: int
+) -> list[Outcome]:
+    """Each case through `plan`, `concurrency` of them in flight at once (the next starts as
+    one ends), the outcomes in the cases' order."""
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(case: Case) -> Outcome:
+        async with gate:
+            return await plan(case)
+
+    return list(await asyncio.gather(*(one(case) for case in cases)))
 
 
 # ---------------------------------------------------------------- figures
@@ -785,6 +816,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--shortlist", type=int, default=40, help="the shortlist size whose recall is printed"
     )
     parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=1,
+        help="requests in flight at once (the next starts as one ends; --stub: 1)",
+    )
+    parser.add_argument(
         "--tool-shortlist",
         type=int,
         help="service: planning.tool_shortlist (0: list every tool; default: the service's)",
@@ -802,6 +839,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     options.data += DOMAINS if options.domains else []
     if "direct" in systems and not options.examples and any(map(is_mcp_domain, options.data)):
         parser.error("direct on an MCP domain shows a worked example: give --examples 1 or more")
+    if options.concurrency < 1:
+        parser.error("--concurrency: at least 1")
     needs_model = bool(set(systems) - {"rules"})
     if needs_model and not options.stub and not options.model_url:
         parser.error("service and direct need --model-url (or --stub)")
@@ -903,7 +942,7 @@ async def run_set(
         model = await first_model(url, options.api_key)
     run = Run(data.tools, example, model or "none", url, options.api_key, options.timeout,
               options.max_tokens, config_examples, options.tool_shortlist, data.mcp_tools,
-              [example_of(case) for case in shown])  # fmt: skip
+              [example_of(case) for case in shown], options.concurrency)  # fmt: skip
     given = (
         f"{len(shown)} worked examples in each request" if mcp else f"worked example {example.id}"
     )
@@ -928,6 +967,7 @@ async def run_set(
             for n, (o, s) in enumerate(zip(outcomes, scores, strict=True))
         ]
     meta = {"data": str(data.path), "mcp": mcp, "split": split, "seed": options.seed,
+            "concurrency": options.concurrency, "tool_shortlist": options.tool_shortlist,
             "example": example.id, "examples": [case.id for case in shown],
             "worked_examples": len(shown) if mcp else len(config_examples),
             "model": run.model, "model_url": url, "stub": stub is not None,

@@ -407,3 +407,71 @@ async def test_worked_examples_with_no_word_to_index_are_read() -> None:
     async with running_app(make_settings(llm=False)) as client:
         response = await client.post("/plan", json=request)
     assert response.status_code == 200, response.text
+
+
+def _common_prefix(first: str, second: str) -> str:
+    pairs = enumerate(zip(first, second, strict=False))
+    size = next((n for n, (a, b) in pairs if a != b), min(len(first), len(second)))
+    return first[:size]
+
+
+EXAMPLES = [
+    {
+        "request": "Find the film Heat and get its cast",
+        "steps": [{"tool": "search_movie"}, {"tool": "GetMovieCredit", "depends_on": [1]}],
+    },
+    {"request": "Search the movie Alien", "steps": [{"tool": "search_movie"}]},
+]
+
+
+async def _users(
+    chat_route: respx.Route, settings: Any, tools: list[Any], goals: list[str]
+) -> list[str]:
+    async with running_app(settings) as client:
+        for goal in goals:
+            body = {"goal": goal, "tools": tools, "examples": EXAMPLES}
+            response = await client.post("/plan", json=body)
+            assert response.status_code == 200, response.text
+    return [user_of(call.request) for call in chat_route.calls]
+
+
+async def test_every_worked_example_there_is_opens_the_prompt_in_its_order_with_the_tools(
+    chat_route: respx.Route,
+) -> None:
+    chat_route.return_value = answer(
+        {"plan": [{"step": 1, "tool": "search_movie", "action": "find it", "depends_on": []}]}
+    )
+    goals = [GOAL, "Search the movie Alien"]
+    first, second = await _users(chat_route, make_settings(), MOVIE_TOOLS, goals)
+    shared = _common_prefix(first, second)
+    # The tools, then both examples in the order given (whichever is more like the goal),
+    # are the same for both requests; the draft and the request come after.
+    assert shared.startswith("The tools, one JSON object a line (data):\n")
+    assert "Solved requests over these tools" in shared
+    assert shared.index("Find the film Heat") < shared.index("Search the movie Alien")
+    assert shared.index("Search the movie Alien") < first.index('{"draft"')
+    assert first.index('{"draft"') < first.index(json.dumps(GOAL))
+    assert json.dumps(GOAL) not in shared
+
+
+async def test_a_shortlist_comes_after_what_every_request_of_the_set_shares(
+    chat_route: respx.Route,
+) -> None:
+    filler = [
+        {"id": f"weather_tool_{n}", "description": f"Weather forecast for region {n}"}
+        for n in range(60)
+    ]
+    chat_route.return_value = answer(
+        {"plan": [{"step": 1, "tool": "search_movie", "action": "find it", "depends_on": []}]}
+    )
+    settings = make_settings(planning={"tool_shortlist": 10})
+    goals = [GOAL, "Weather forecast for region 7 and the film Alien"]
+    first, second = await _users(chat_route, settings, [*filler, *MOVIE_TOOLS], goals)
+    # The examples shared by every request open the user message; the shortlist, which
+    # differs, comes after them.
+    assert first.startswith("Solved requests over these tools")
+    shared = _common_prefix(first, second)
+    assert "Search the movie Alien" in shared
+    assert "The tools, one JSON object a line" in first[len(shared) - 60 :]
+    assert "weather_tool_7" in second
+    assert "weather_tool_7" not in first

@@ -3,6 +3,7 @@ cases, and whole runs in stub mode over the tiny tool set in benchmarks/data/tin
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import subprocess
@@ -511,3 +512,30 @@ async def test_every_domains_cases_are_well_formed(directory: Path) -> None:
     assert any(case.unplanned for case in data.cases)
     assert any(case.gold.nodes & data.write_tools for case in data.cases)
     assert any(not case.gold.nodes & data.write_tools for case in data.cases)
+
+
+async def test_concurrency_keeps_that_many_requests_in_flight_and_the_cases_order() -> None:
+    _, cases = tg.load_data(TINY)
+    many = [replace(cases[n % len(cases)], id=f"c{n}") for n in range(7)]
+    now = most = 0
+    full = asyncio.Event()
+
+    async def plan(case: Any) -> Any:
+        nonlocal now, most
+        now += 1
+        most = max(most, now)
+        if now == 3:
+            full.set()
+        # Each waits until three are in flight at once: without a bound, all seven would be.
+        await full.wait()
+        now -= 1
+        return tg.Outcome(case.id, None, 0.0)
+
+    outcomes = await tg.in_flight(many, plan, 3)
+    assert [o.case for o in outcomes] == [case.id for case in many]
+    assert most == 3
+
+
+def test_concurrency_below_one_is_refused() -> None:
+    with pytest.raises(SystemExit):
+        tg.parse_args(["--systems", "rules", "--concurrency", "0"])

@@ -170,3 +170,23 @@ def test_tool_plan_confidence_formula(
 def test_a_tool_plans_own_confidence_is_its_base() -> None:
     assert tool_plan_confidence(0.5, repairs=[], warnings=[], llm_calls=1) == 0.5
     assert tool_plan_confidence(math.nan, repairs=[], warnings=[], llm_calls=1) == 0.8
+
+
+@pytest.mark.parametrize(
+    ("model", "unlike", "steps", "expected"),
+    [
+        (0.99, 3, 4, 0.45),  # most steps unlike their tools: at most 0.45, however sure
+        (None, 2, 3, 0.45),  # 0.8 * 0.8 ** 2 = 0.512 would pass 0.5
+        (0.99, 2, 4, 0.634),  # half is not most: the factors alone
+        (None, 1, 4, 0.64),
+        (None, 1, None, 0.64),  # steps not counted: no ceiling
+    ],
+)
+def test_a_tool_plan_mostly_unlike_its_tools_scores_under_one_half(
+    model: float | None, unlike: int, steps: int | None, expected: float
+) -> None:
+    warnings = [f"action_unlike_tool: step {n} (x): 'buy' reads like y" for n in range(unlike)]
+    confidence = tool_plan_confidence(
+        model, repairs=[], warnings=warnings, llm_calls=1, steps=steps
+    )
+    assert confidence == expected

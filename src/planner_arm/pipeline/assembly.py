@@ -112,7 +112,11 @@ def assemble_response(
         confidence = fixed_confidence
     elif tools:
         confidence = tool_plan_confidence(
-            draft.confidence, repairs=repairs, warnings=said, llm_calls=usage.calls
+            draft.confidence,
+            repairs=repairs,
+            warnings=said,
+            llm_calls=usage.calls,
+            steps=len(valid.steps),
         )
     else:
         confidence = plan_confidence(draft.confidence, repairs=len(repairs), llm_calls=usage.calls)

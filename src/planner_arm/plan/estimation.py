@@ -34,6 +34,11 @@ TOOL_PLAN_FACTORS: Mapping[str, float] = {
     "repeat_merged": 0.95,
     "tool_reconciled": 0.95,
 }
+# A tool plan more than this share of whose steps are unlike their tools (`action_unlike_tool`)
+# is some other plan with the tools' names put on it: its confidence stays under
+# `MOSTLY_UNLIKE_CEILING`, below the 0.5 a caller would read as "more likely right than not".
+MOSTLY_UNLIKE_SHARE = 0.5
+MOSTLY_UNLIKE_CEILING = 0.45
 # What the service fills in a tool plan by design (the tool prompt asks only for `step`,
 # `tool`, `action`, `depends_on`): not repairs, and no cost to the confidence.
 FILLED_IN_TOOL_PLANS = frozenset(
@@ -159,6 +164,7 @@ def tool_plan_confidence(
     repairs: Sequence[str],
     warnings: Sequence[str],
     llm_calls: int,
+    steps: int | None = None,
 ) -> float:
     """How far to trust a model's tool plan, from what the service had to change in it and
     what it found wrong with it:
@@ -169,7 +175,9 @@ def tool_plan_confidence(
     clamped to [0.05, 0.99] and rounded to 3 places. `base` is the model's confidence when it
     gave a usable one, else `TOOL_PLAN_CONFIDENCE` (0.8). `factor` is `TOOL_PLAN_FACTORS` by
     the entry's code ("code: detail"), else 0.97 for a repair and 1 for a warning. The fields
-    filled by design (`FILLED_IN_TOOL_PLANS`) are not among the repairs.
+    filled by design (`FILLED_IN_TOOL_PLANS`) are not among the repairs. When more than
+    `MOSTLY_UNLIKE_SHARE` of the plan's `steps` are unlike their tools, the confidence is at
+    most `MOSTLY_UNLIKE_CEILING` (0.45); None: the steps are not counted.
     """
     base = model_confidence
     if base is None or not math.isfinite(base) or not 0.0 <= base <= 1.0:
@@ -178,4 +186,7 @@ def tool_plan_confidence(
     for entries, other in ((repairs, REPAIR_FACTOR), (warnings, 1.0)):
         for entry in entries:
             value *= TOOL_PLAN_FACTORS.get(entry.split(":", 1)[0].strip(), other)
+    unlike = sum(entry.split(":", 1)[0].strip() == "action_unlike_tool" for entry in warnings)
+    if steps is not None and unlike > MOSTLY_UNLIKE_SHARE * steps:
+        value = min(value, MOSTLY_UNLIKE_CEILING)
     return round(min(max(value, MIN_CONFIDENCE), MAX_CONFIDENCE), 3)

@@ -17,8 +17,11 @@ examples do), by the same rules the rule-based planner plans with:
    nearest earlier step the examples usually show it waiting for (`link_added`), unless it
    already waits for that step through others.
 4. Warnings. A step whose action names another tool of the set strongly and its own tool
-   weakly (`action_unlike_tool`), and a piece of the goal that asks for work no tool does
-   and no step's tool is named by (`goal_part_unplanned`).
+   weakly, or its own tool not at all (`action_unlike_tool`), and a piece of the goal that
+   asks for work no tool does and no step's tool is named by (`goal_part_unplanned`).
+
+A plan most of whose own steps are unlike their tools (`mostly_unlike`) maps some other
+habit onto the tools ("Generate a code patch" on `find_member`): it is not a plan of them.
 
 No I/O; the graph is the tool set's, built once.
 """
@@ -28,7 +31,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from planner_arm.plan.draft import DraftStep, repair
+from planner_arm.plan.draft import DraftStep, repair, repair_code
+from planner_arm.plan.estimation import MOSTLY_UNLIKE_SHARE
 from planner_arm.plan.lexicon import STOPWORDS, specifics, stem, words
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.tool_graph import ToolGraph
@@ -39,6 +43,9 @@ from planner_arm.rules.tools import ToolPlanner, draft_step, fed_by, producers
 # A step's action is unlike its tool when another tool is named at least `MIN_STRENGTH` by
 # it and its own tool less than this share as strongly.
 UNLIKE_SHARE = 0.5
+# Below this an action names its own tool not at all: the words it shares with the tool, if
+# any, are words nearly every tool of the set has, which weigh about 0.
+UNRELATED_STRENGTH = 0.1
 # Tools weighed as the one an action names.
 _RIVALS = 3
 _QUOTED_CHARS = 60
@@ -53,6 +60,18 @@ class ReviewedPlan:
     steps: list[DraftStep]
     repairs: list[str]
     warnings: list[str]
+    # How many steps the model wrote (before merges and added producers).
+    model_steps: int = 0
+
+    @property
+    def unlike(self) -> list[str]:
+        """The `action_unlike_tool` warnings: one per model step unlike its tool."""
+        return [entry for entry in self.warnings if repair_code(entry) == "action_unlike_tool"]
+
+    @property
+    def mostly_unlike(self) -> bool:
+        """More than `MOSTLY_UNLIKE_SHARE` of the model's steps are unlike their tools."""
+        return len(self.unlike) > MOSTLY_UNLIKE_SHARE * self.model_steps
 
 
 @dataclass(eq=False)
@@ -93,7 +112,7 @@ def review_tool_plan(
     warnings = _unlike(calls, numbers, graph)
     undone = planner.matcher(goal, graph).undone({call.planned.tool for call in calls})
     warnings += [repair("goal_part_unplanned", clip(text, _WARNING_CHARS)) for text in undone]
-    return ReviewedPlan(drafts, repairs, warnings)
+    return ReviewedPlan(drafts, repairs, warnings, model_steps=len(steps))
 
 
 def _purpose(action: str) -> tuple[frozenset[str], frozenset[str]]:
@@ -221,22 +240,25 @@ def _drafted(call: _Call, number: int, after: list[int], graph: ToolGraph) -> Dr
 
 def _unlike(calls: list[_Call], numbers: dict[int, int], graph: ToolGraph) -> list[str]:
     """A warning for each of the model's steps whose action names another tool strongly and
-    its own weakly."""
+    its own weakly, or its own not at all (an action with no word to judge is let be)."""
     warnings = []
     for call in calls:
         if call.source is None:
             continue
         action, tool = call.source.action, call.planned.tool
+        if not any(word not in STOPWORDS for word in words(action)):
+            continue
+        own = graph.words.strength(action, tool)
         strengths = {
             rival: graph.words.strength(action, rival)
             for rival in graph.words.strongest(action, _RIVALS)
             if rival != tool
         }
         rival = max(strengths, key=strengths.__getitem__, default=None)
-        if rival is None or strengths[rival] < MIN_STRENGTH:
-            continue
-        if graph.words.strength(action, tool) < UNLIKE_SHARE * strengths[rival]:
-            said = clip(action, _QUOTED_CHARS)
-            detail = f"step {numbers[id(call)]} ({tool}): {said!r} reads like {rival}"
-            warnings.append(repair("action_unlike_tool", detail))
+        said = f"step {numbers[id(call)]} ({tool}): {clip(action, _QUOTED_CHARS)!r}"
+        if rival is not None and strengths[rival] >= MIN_STRENGTH:
+            if own < UNLIKE_SHARE * strengths[rival]:
+                warnings.append(repair("action_unlike_tool", f"{said} reads like {rival}"))
+        elif own < UNRELATED_STRENGTH:
+            warnings.append(repair("action_unlike_tool", f"{said} names nothing {tool} does"))
     return warnings

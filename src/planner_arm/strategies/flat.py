@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from anyio import to_thread
 
+from planner_arm.errors import PlanValidationError
 from planner_arm.llm.chain import Mendable, Question
 from planner_arm.llm.client import Completion
 from planner_arm.pipeline.assembly import assemble_response, read_plan_answer
@@ -23,7 +24,7 @@ from planner_arm.plan.budget import (
     describe_budget,
     refuse_impossible_budget,
 )
-from planner_arm.plan.draft import DraftPlan
+from planner_arm.plan.draft import DraftPlan, split_note
 from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quality_problems
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
@@ -40,6 +41,13 @@ from planner_arm.strategies.prompts import (
 )
 
 PlanAnswer = tuple[DraftPlan, ValidPlan]
+
+# What the model is told of a plan most of whose steps are unlike their tools.
+_UNLIKE_PROBLEM = (
+    "Most steps call a tool that does not do the step's action. Give each step the listed "
+    "tool that does its action, with an action saying what that tool does for the request; "
+    "leave out what no listed tool does."
+)
 
 
 async def first_answer(
@@ -76,8 +84,12 @@ class FlatPlanner:
         rules, resolver = box.rules, box.resolver
         tools = box.rule_based.tools
         draft = tools.plan(request.goal, rules.max_steps, request.examples or ()) if tools else None
+        # What is the same for every request over these tools opens the prompt (the tools,
+        # when all are listed, and the examples, when all are shown), what is this request's
+        # closes it: a model server computes a shared opening once.
+        fixed = examples_prompt(box.worked, chosen=False) if box.worked_fixed else ""
         user = (
-            examples_prompt(box.worked)
+            ("" if box.worked_fixed else examples_prompt(box.worked))
             + draft_prompt(draft.steps if draft is not None else [])
             + user_prompt(
                 request.goal, request.constraints, request.context, describe_budget(request.budget)
@@ -104,7 +116,7 @@ class FlatPlanner:
         # A tool plan is judged by its tools and links; the constraint checks are the agents'.
         checks = quality if rules.profile == "agents" else None
         return Question(
-            box.opening.messages(user),
+            box.opening.messages(user, fixed),
             read,
             with_repair,
             answer_schema=box.answer_schema,
@@ -118,9 +130,19 @@ def reviewed(
     draft: DraftPlan, valid: ValidPlan, request: PlanRequest, tools: ToolPlanner, rules: PlanRules
 ) -> PlanAnswer:
     """A model's tool plan reviewed with the tool graph (rules/tool_review.py) and checked
-    again: what the review mended joins the repairs, what it found the warnings."""
+    again: what the review mended joins the repairs, what it found the warnings.
+
+    Raises PlanValidationError (`actions_unlike_tools`) when most of its steps are unlike
+    their tools: the model is asked again with each such step named, like any answer that
+    breaks a rule, and the rule-based plan answers when it cannot mend it."""
     graph = tools.graph.with_examples(request.examples or ())
     review = review_tool_plan(valid.steps, request.goal, tools, graph, rules.max_steps)
+    if review.mostly_unlike:
+        raise PlanValidationError(
+            f"{len(review.unlike)} of {review.model_steps} steps are unlike their tools",
+            code="actions_unlike_tools",
+            errors=[_UNLIKE_PROBLEM, *(split_note(entry)[1] for entry in review.unlike)],
+        )
     mended = replace(
         draft,
         repairs=[*draft.repairs, *valid.repairs, *review.repairs],

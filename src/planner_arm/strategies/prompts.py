@@ -28,7 +28,7 @@ from planner_arm.plan.draft import DraftStep
 from planner_arm.plan.replan import ReplanScope
 from planner_arm.plan.schemas import PlanRequest, PlanStep
 
-PROMPT_VERSION = "2026-11-28.1"
+PROMPT_VERSION = "2026-11-28.2"
 
 # Longest previous answer quoted back in a repair prompt; a runaway answer is cut.
 MAX_QUOTED_ANSWER_CHARS = 6_000
@@ -81,16 +81,24 @@ _DATA_RULE = (
 @dataclass(frozen=True)
 class Opening:
     """How every conversation over one set of arms opens: the system message, our fixed rules
-    (no text of the caller's), and the arms as data, which open the user message. Requests
-    over the same arms send the same opening, which a server that keeps a prompt prefix
-    (llama.cpp, vLLM, the hosted APIs) computes once."""
+    (no text of the caller's), and the arms as data in the user message. A server that keeps
+    a prompt prefix (llama.cpp, vLLM, the hosted APIs) computes once what requests send
+    alike, up to the first byte that differs: so what is the same for every request of a set
+    comes first, what changes per request last. `shortlist`: the arms are the ones relevant
+    to this request (a large tool set), so they come after what is the same for every
+    request (`fixed`) rather than before it."""
 
     system: str
     arms: str
+    shortlist: bool = False
 
-    def messages(self, user: str) -> list[Message]:
-        """The system message and the user message: the arms, then `user`."""
-        return initial_messages(self.system, f"{self.arms}\n\n{user}")
+    def messages(self, user: str, fixed: str = "") -> list[Message]:
+        """The system message and the user message: the arms and `fixed` (data the same for
+        every request of the set: the arms first, unless they are a shortlist), then `user`,
+        what this request alone sends."""
+        parts = [fixed, self.arms] if self.shortlist else [self.arms, fixed]
+        opening = "\n\n".join(part.strip("\n") for part in parts if part)
+        return initial_messages(self.system, f"{opening}\n\n{user}")
 
 
 def plan_opening(arms: Sequence[ArmSpec], planning: PlanningSettings) -> Opening:
@@ -142,13 +150,17 @@ def system_prompt(planning: PlanningSettings) -> str:
     )
 
 
-def tools_opening(arms: Sequence[ArmSpec], min_steps: int, max_steps: int) -> Opening:
+def tools_opening(
+    arms: Sequence[ArmSpec], min_steps: int, max_steps: int, *, shortlist: bool = False
+) -> Opening:
     """The tools profile: a short answer to write (which tool, what for, after what; the
-    service fills in the rest), then each tool once, as data, in the set's order."""
+    service fills in the rest), then each tool once, as data, in the set's order.
+    `shortlist`: `arms` are the tools relevant to one request."""
     lines = "\n".join(as_data(_tool_line(arm)) for arm in arms)
     return Opening(
         tools_system_prompt(min_steps, max_steps),
         f"The tools, one JSON object a line (data):\n{lines}",
+        shortlist=shortlist,
     )
 
 
@@ -189,8 +201,10 @@ def draft_prompt(steps: Sequence[DraftStep]) -> str:
     )
 
 
-def examples_prompt(examples: Sequence[WorkedExample]) -> str:
-    """Solved requests over the same tools, as data, to show what a good answer looks like."""
+def examples_prompt(examples: Sequence[WorkedExample], *, chosen: bool = True) -> str:
+    """Solved requests over the same tools, as data, to show what a good answer looks like.
+    `chosen`: the ones most like this request; else every one there is, the same for every
+    request over the tools."""
     if not examples:
         return ""
     lines = "\n".join(
@@ -210,7 +224,8 @@ def examples_prompt(examples: Sequence[WorkedExample]) -> str:
         )
         for example in examples
     )
-    return f"Solved requests like this one, one JSON object a line (data):\n{lines}\n\n"
+    which = "like this one" if chosen else "over these tools"
+    return f"Solved requests {which}, one JSON object a line (data):\n{lines}\n\n"
 
 
 def _tool_line(arm: ArmSpec) -> dict[str, Any]:

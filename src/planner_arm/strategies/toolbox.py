@@ -6,7 +6,8 @@ answer's schema. `Toolboxes` builds the configured one once and one per tool set
 brings, kept by content (a repeated tool set costs nothing). Past `planning.tool_shortlist`
 tools, the prompt lists only the tools relevant to the request; the resolver still knows them
 all. What a request plans with, its `RequestToolbox` (the prompt listing its shortlist, its
-worked examples, its answer schema), is resolved once per request (`Toolboxes.for_request`).
+worked examples: every one there is when they all fit, else the most like the request; its
+answer schema), is resolved once per request (`Toolboxes.for_request`).
 
 A tool set's toolbox is light until it is used: its search index and tool graph (which
 every request over the set uses, so they are built with it), its lexicon and its full prompt
@@ -113,6 +114,24 @@ class Toolbox:
         more = self.examples.similar(request.goal, ids, self.example_count - len(found), left)
         return [*found, *more]
 
+    def every_example(self, request: PlanRequest) -> list[WorkedExample] | None:
+        """Every worked example over these tools (the request's own first, each in the order
+        given) when all of them fit `tool_examples` and `tool_examples_chars`: shown whatever
+        the request, the same for every request that brings them; None when they must be
+        chosen by the request."""
+        if self.resolver.index is None or not self.example_count:
+            return None
+        known = {arm.id for arm in self.arms}
+        found: list[WorkedExample] = []
+        for example in [*(request.examples or ()), *self.examples.examples]:
+            if any(step.tool not in known for step in example.steps):
+                continue
+            found.append(example)
+            if len(found) > self.example_count:
+                return None
+        chars = sum(len(example.model_dump_json()) for example in found)
+        return found if chars <= self.example_chars else None
+
     def listed(self, request: PlanRequest) -> tuple[ArmSpec, ...]:
         """The arms the prompt lists for `request`: all, or the tools relevant to it."""
         index = self.resolver.index
@@ -128,7 +147,7 @@ class Toolbox:
         """The opening listing `listed` (the one built once when it is every arm)."""
         if listed == self.arms:
             return self.opening
-        return tools_opening(listed, self.rules.min_steps, self.rules.max_steps)
+        return tools_opening(listed, self.rules.min_steps, self.rules.max_steps, shortlist=True)
 
     def answer_schema(self, listed: tuple[ArmSpec, ...]) -> AnswerSchema:
         """The answer's schema: a tool plan's, its tools those listed; else a plan's."""
@@ -149,10 +168,11 @@ class Toolbox:
         if self.resolver.index is None:
             return self.plain
         listed = self.listed(request)
-        worked = tuple(self.examples_for(request))
+        every = self.every_example(request)
+        worked = tuple(every if every is not None else self.examples_for(request))
         # Every arm listed: the prompt built once for the set, when it is first used.
         prompt = None if listed == self.arms else self.prompt_for(listed)
-        return RequestToolbox(self, worked, self.answer_schema(listed), prompt)
+        return RequestToolbox(self, worked, self.answer_schema(listed), prompt, every is not None)
 
 
 @dataclass(frozen=True)
@@ -166,6 +186,8 @@ class RequestToolbox:
     answer_schema: AnswerSchema
     # The opening as this request has it; None: the toolbox's own, built when first used.
     listed_prompt: Opening | None = None
+    # `worked` is every example there is over the tools, the same whatever the request.
+    worked_fixed: bool = False
 
     @property
     def opening(self) -> Opening:
