@@ -357,3 +357,19 @@ def test_the_ids_a_piece_gives_choose_the_tool_that_takes_them() -> None:
     ]
     draft = plan(planner_for(specs), "What does doctor D-7 specialise in?")
     assert steps(draft) == [("get_doctor", [])]
+
+
+def test_the_review_adds_no_second_link_for_what_a_step_is_already_fed(
+    library: list[ArmSpec],
+) -> None:
+    # check_availability's result echoes the book id; place_hold already waits for the search.
+    planner = planner_for(library)
+    goal = "Find Dune, check it at the Eastside branch and put a hold on it for member M-3"
+    model = [
+        model_step(1, "search_books", "Find Dune", []),
+        model_step(2, "check_availability", "Check it at the Eastside branch", [1]),
+        model_step(3, "place_hold", "Put a hold on it for member M-3", [1]),
+    ]
+    review = review_tool_plan(model, goal, planner, planner.graph, 10)
+    assert [step.depends_on for step in review.steps] == [[], [1], [1]]
+    assert not [note for note in review.repairs if note.startswith("link_added")]

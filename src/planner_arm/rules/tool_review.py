@@ -15,7 +15,7 @@ examples do), by the same rules the rule-based planner plans with:
    waits for (a list, a search, a detail result) is where its input comes from.
 3. Links. A step waits for the nearest earlier step that yields what it needs, and for the
    nearest earlier step the examples usually show it waiting for (`link_added`), unless it
-   already waits for that step through others.
+   already waits for that step through others, or for another step that yields the same.
 4. Warnings. A step whose action names another tool of the set strongly and its own tool
    weakly, or its own tool not at all (`action_unlike_tool`), and a piece of the goal that
    asks for work no tool does and no step's tool is named by (`goal_part_unplanned`).
@@ -195,9 +195,15 @@ def _linked(calls: list[_Call], graph: ToolGraph) -> list[tuple[_Call, _Call]]:
     added = []
     for position, call in enumerate(calls):
         earlier = calls[:position]
+        # What the step already waits for a yielder of is fed (a search's book, not also the
+        # availability check that echoes the book's id).
+        had = {key for c in _ancestors(call) for key in graph.traits[c.planned.tool].yields}
         fed = [
             earlier[number - 1]
             for number in fed_by(call.planned, [c.planned for c in earlier], graph)
+            if not set(graph.traits[earlier[number - 1].planned.tool].yields)
+            & set(graph.traits[call.planned.tool].needs)
+            <= had
         ]
         learned = [c for c in earlier if graph.usually_linked(c.planned.tool, call.planned.tool)]
         for source in [*fed, *learned[-1:]]:
