@@ -85,7 +85,8 @@ _NOT_CONTENT = STOPWORDS | word_set(
 VALUES = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+|(?<![\w.])[A-Za-z]*[-_#]?\d[\w.:/-]*")
 _FILLER_OPENING = re.compile(r"^\s*(?:please|kindly|also|then|and)\s+", re.IGNORECASE)
 _TELL_ME = re.compile(
-    r"^\s*(?:please\s+)?(?:tell|give|show)\s+(?:me|us)\b|^\s*(?:please\s+)?let\s+(?:me|us)\s+know\b",
+    r"^\s*(?:please\s+)?(?:tell|give|show|inform|notify|update)\s+(?:me|us)\b"
+    r"|^\s*(?:please\s+)?let\s+(?:me|us)\s+know\b",
     re.IGNORECASE,
 )
 # Question words that ask for a kind of thing ("when": a date), read through the groups.
@@ -181,8 +182,8 @@ def asks_to_read(verb: str | None) -> bool:
 
 def leading_verb(piece: str) -> str | None:
     """The verb a piece of a request opens with ("please book a flight": book), None when it
-    opens otherwise ("the check-out date on Monday"); "tell me", "let me know" and "give me"
-    ask to find out."""
+    opens otherwise ("the check-out date on Monday"); "tell me", "inform me", "let me know"
+    and "give me" ask to find out."""
     content = [word for word in words(_asked(piece)) if word not in _NOT_CONTENT]
     if content and stem(content[0]) in VERB_STEMS:
         return content[0]

@@ -168,10 +168,10 @@ _REQUEST_VERB_WORDS = (
     "subscribe suspend swap unblock unlock"
 )
 REQUEST_VERBS = frozenset(_REQUEST_VERB_WORDS.split())
-# Words after which, at the opening of a piece, a thing is named: the word before is a verb.
+# Words after which, at the opening of a piece, a thing is named: the word before is a verb
+# (`tool_words.leading_verb`).
 _DETERMINER_WORDS = "the a an his her their my our its it them him me us this these those"
 DETERMINER_WORDS = frozenset(_DETERMINER_WORDS.split())
-_DETERMINERS = f"(?:{'|'.join(sorted(DETERMINER_WORDS))})"
 # Lower-case words before a determiner that are no verb.
 _NOT_VERB_WORDS = (
     "with from for and or into about at in on to by of over under after before during "
@@ -180,14 +180,10 @@ _NOT_VERB_WORDS = (
     "each every any some"
 )
 NOT_VERB_WORDS = frozenset(_NOT_VERB_WORDS.split())
-_NOT_VERBS = f"(?:{'|'.join(sorted(NOT_VERB_WORDS))})"
 # Where one piece of work in a request ends and the next begins.
 _PIECES = re.compile(
     r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:and then|then|after that|afterwards|finally|also|and)\b\s+"
     rf"|,\s+(?=(?:{'|'.join(sorted(REQUEST_VERBS))})\b(?![-']))"
-    # A comma before a verb no list has ("..., fax the refill to ..."): a lower-case word
-    # that is no preposition or conjunction, then a determiner or a pronoun.
-    rf"|,\s+(?=(?!{_NOT_VERBS}\b)(?-i:[a-z]{{3,}})\s+{_DETERMINERS}\b)"
     # A request inside a sentence of circumstances: "..., but due to a conflict, please
     # cancel it", "... last week, and now I need to change it".
     r"|,?\s+(?=(?:please|i (?:also )?(?:need|want|would like) to)\s)",
