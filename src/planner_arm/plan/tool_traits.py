@@ -190,7 +190,7 @@ def read_traits(spec: ArmSpec) -> ToolTraits:
     finder = acting is not None and acting in FIND_WORDS
     needs, fetched, yields, identified = _ids(spec, about_keys)
     # A finder yields what it finds; a tool named for plural things lists them.
-    if about_keys and (finder or _plural(content[-1])):
+    if about_keys and (finder or is_plural(content[-1])):
         yields.append(about_keys[-1])
     return ToolTraits(
         needs=tuple(dict.fromkeys(needs)),
@@ -223,7 +223,7 @@ def writes(spec: ArmSpec, acting: str | None = None) -> bool:
     hints = spec.annotations or {}
     if hints.get("readOnlyHint") is True:
         return False
-    if hints.get("destructiveHint") is True or hints.get("readOnlyHint") is False:
+    if spec.destructive() or hints.get("readOnlyHint") is False:
         return True
     if acting is None:
         verb = name_parts(spec.id)[0]
@@ -256,7 +256,8 @@ def _ids(spec: ArmSpec, about: Sequence[str]) -> tuple[list[str], list[str], lis
     return needs, fetched, yields, identified
 
 
-def _plural(word: str) -> bool:
+def is_plural(word: str) -> bool:
+    """Whether a noun is written in the plural ("movies", not "address")."""
     return word.endswith("s") and not word.endswith(("ss", "us", "is"))
 
 
@@ -384,7 +385,7 @@ def _referent(before: list[str], *, plural: bool, about: Sequence[str]) -> str |
     else the nearest (a plural one for "their")."""
     candidates = _nouns_before(before, about)
     if plural:
-        candidates = [word for word in candidates if _plural(word)] or candidates
+        candidates = [word for word in candidates if is_plural(word)] or candidates
     named = [word for word in candidates if entity_key(word) in about]
     if named:
         return min(named, key=lambda word: about.index(entity_key(word)))

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from planner_arm.plan.lexicon import specifics, stem, word_set
 from planner_arm.plan.tool_graph import ToolGraph
 from planner_arm.plan.tool_index import ToolIndex
-from planner_arm.plan.tool_traits import entity_key, tokens
+from planner_arm.plan.tool_traits import entity_key, is_plural, tokens
 from planner_arm.plan.tool_words import (
     VALUES,
     VERB_STEMS,
@@ -241,7 +241,7 @@ class PieceMatcher:
             return False
         key = entity_key(noun)
         written = [word for word in tokens(piece) if word.isalpha() and entity_key(word) == key]
-        return bool(written) and any(_plural(word) == _plural(noun) for word in written)
+        return bool(written) and any(is_plural(word) == is_plural(noun) for word in written)
 
     def _inputs_at_hand(self, tool: str, made: set[str]) -> bool:
         traits = self.graph.traits[tool]
@@ -263,10 +263,6 @@ def _with_verbs(pieces: list[GoalPiece]) -> list[GoalPiece]:
             verb = piece.text.split()[0] if _OPENS_WITH_VERB.match(piece.text) else None
         read.append(piece)
     return read
-
-
-def _plural(word: str) -> bool:
-    return word.endswith("s") and not word.endswith(("ss", "us", "is"))
 
 
 def _unled(piece: str) -> str:
