@@ -291,7 +291,7 @@ STOPWORDS = word_set(
 # Names, numbers, quotes, e-mail addresses and channels: what a piece of a request is about.
 # A name runs over "of" and "the" between capitalised words ("The Lord of the Rings").
 _SPECIFIC = re.compile(
-    r"\"[^\"]+\"|'[^']+'|[\w.+-]+@[\w-]+\.[\w.]+|#[\w-]+|(?<![\w.])\d[\w.:/-]*"
+    r"\"[^\"]+\"|'[^']+'|(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+|#[\w-]+|(?<![\w.])\d[\w.:/-]*"
     r"|(?<=\s)[A-Z][\w-]*(?:\s+(?:(?:of|the|de|du|la|le|von|van)\s+)*[A-Z][\w-]*)*"
 )
 

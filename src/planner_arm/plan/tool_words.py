@@ -82,7 +82,9 @@ _NOT_CONTENT = STOPWORDS | word_set(
 )
 # Values a request gives (e-mail addresses, links, ids with digits): they say which thing,
 # never which tool.
-VALUES = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+|(?<![\w.])[A-Za-z]*[-_#]?\d[\w.:/-]*")
+VALUES = re.compile(
+    r"(?<![\w.+-])[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+|(?<![\w.])[A-Za-z]*[-_#]?\d[\w.:/-]*"
+)
 _FILLER_OPENING = re.compile(r"^\s*(?:please|kindly|also|then|and)\s+", re.IGNORECASE)
 _TELL_ME = re.compile(
     r"^\s*(?:please\s+)?(?:tell|give|show|inform|notify|update)\s+(?:me|us)\b"
