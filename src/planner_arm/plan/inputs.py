@@ -2,16 +2,18 @@
 
 One pydantic model per built-in arm, defined once: the input schema /capabilities shows and
 the check a model's input must pass. An input may name another step's output as
-`{{steps.N.output}}` in a string value, or in an `inputs_from` step list; a step may only read
-a step it depends on, directly or not, so an orchestrator that runs the plan in order always
-has the output at hand.
+`{{steps.N.output}}` in a string value (or a field of it: `{{steps.N.output.books[0].book_id}}`,
+dotted names and `[index]`), or in an `inputs_from` step list; a step may only read a step it
+depends on, directly or not, so an orchestrator that runs the plan in order always has the
+output at hand.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal, Self
 
@@ -21,13 +23,62 @@ from planner_arm.errors import PlanValidationError
 
 # Anything that looks like a template; the strict form below is the only valid one.
 _TEMPLATE = re.compile(r"\{\{(.*?)\}\}", re.S)
-_REFERENCE = re.compile(r"\s*steps\.(\d+)\.output\s*")
+# A field of an output: `.name` (letters, digits, `_`, `-`; not opening with a digit or `-`)
+# or `[index]`, as many as the value nests.
+_PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d{1,9})\]")
+_REFERENCE = re.compile(r"\s*steps\.(\d+)\.output((?:\.[A-Za-z_][A-Za-z0-9_-]*|\[\d{1,9}\])*)\s*")
 STEP_LIST_FIELDS = ("inputs_from",)
+MAX_PATH_PARTS = 32
+
+PathPart = str | int
 
 
-def reference(step: int) -> str:
-    """The text that names step `step`'s output inside an input value."""
-    return f"{{{{steps.{step}.output}}}}"
+@dataclass(frozen=True)
+class Reference:
+    """`{{steps.N.output<path>}}` read: the step and the path into its output (names of
+    fields, indexes of list items); an empty path is the whole output."""
+
+    step: int
+    path: tuple[PathPart, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return reference(self.step, self.path)
+
+
+def reference(step: int, path: Sequence[PathPart] = ()) -> str:
+    """The text that names step `step`'s output (or the field `path` of it) inside an input
+    value: `{{steps.2.output}}`, `{{steps.2.output.books[0].book_id}}`."""
+    return f"{{{{steps.{step}.output{path_text(path)}}}}}"
+
+
+def path_text(path: Sequence[PathPart]) -> str:
+    """`("books", 0, "book_id")` as `.books[0].book_id`."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+
+
+def parse_reference(inner: str) -> Reference | None:
+    """The reference `inner` (the text between `{{` and `}}`) makes, or None when it is none."""
+    found = _REFERENCE.fullmatch(inner)
+    if found is None:
+        return None
+    parts = [name if name else int(index) for name, index in _PART.findall(found.group(2))]
+    if len(parts) > MAX_PATH_PARTS:
+        return None
+    return Reference(int(found.group(1)), tuple(parts))
+
+
+def references_in(text: str) -> list[tuple[str, Reference | None]]:
+    """Each template in `text`, as written, and the reference it makes (None: not one)."""
+    return [(match.group(0), parse_reference(match.group(1))) for match in _TEMPLATE.finditer(text)]
+
+
+def whole_reference(text: str) -> Reference | None:
+    """The reference `text` is, when it is exactly one (spaces around it aside): its value
+    then stands for the text whole, of whatever type it is."""
+    stripped = text.strip()
+    found = _TEMPLATE.fullmatch(stripped)
+    return None if found is None else parse_reference(found.group(1))
 
 
 def _strings(value: Any) -> Iterable[str]:
@@ -45,15 +96,15 @@ def reference_problems(value: dict[str, Any], earlier: frozenset[int]) -> list[s
     """Each reference in an input that a step with these `earlier` steps may not make."""
     problems: list[str] = []
     for text in _strings(value):
-        for match in _TEMPLATE.finditer(text):
-            strict = _REFERENCE.fullmatch(match.group(1))
-            if strict is None:
-                text = match.group(0)[:60]
-                problems.append(f"'{text}' is not a reference: use {{{{steps.N.output}}}}")
-            elif int(strict.group(1)) not in earlier:
+        for written, found in references_in(text):
+            if found is None:
                 problems.append(
-                    f"{match.group(0)} names step {strict.group(1)}, which this step does not "
-                    "depend on"
+                    f"'{written[:60]}' is not a reference: use {{{{steps.N.output}}}} or a "
+                    "field of it, {{steps.N.output.name[0].field}}"
+                )
+            elif found.step not in earlier:
+                problems.append(
+                    f"{written[:60]} names step {found.step}, which this step does not depend on"
                 )
     for field in STEP_LIST_FIELDS:
         for number in value.get(field) or []:

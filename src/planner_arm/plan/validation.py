@@ -238,6 +238,7 @@ def _plan_steps(
             estimated_duration_seconds=work[pos].duration,
             parent=draft.steps[pos].parent,
             input=draft.steps[pos].input,
+            writes=draft.steps[pos].writes,
         )
         for new, pos in enumerate(order, 1)
     ]
