@@ -308,8 +308,9 @@ class PlanStep(BaseModel):
     )
     writes: bool | None = Field(
         None,
-        description="Of a step over a caller's tool: true when the tool changes something (creates, places, sends, "
-        "cancels, pays ...: annotated destructiveHint true or readOnlyHint false, else read "
+        description="Of a step over a caller's tool: true when the tool changes something "
+        "(creates, places, sends, cancels, pays ...: annotated destructiveHint true or "
+        "readOnlyHint false, else read "
         "so from its name and description), false when it only reads; null for a built-in "
         "arm's step. The service sets it, whatever a model or caller wrote: a runner calls a "
         "writing step only with a person's or a policy's yes",
