@@ -47,7 +47,7 @@ ALLOWED: dict[str, set[str]] = {
     "store": {*SHARED},
     "plan": {"config", "errors", "defaults", "limits", "tool_schema"},
     # Installed without the service's dependencies: the models of plan/ and the error codes.
-    "client": {"plan", "errors", "limits"},
+    "client": {"plan", "errors", "limits", "tool_schema"},
 }
 MAX_MODULE_LINES = 600
 # Radon's default count: one, plus one per branch, loop, except, boolean operator,
