@@ -12,16 +12,20 @@ argument)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import httpx
+from mcp.client.session import ClientSession
 from mcp.server.fastmcp import FastMCP
+from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
-from planner_arm.client import PlanResponse, PlanStep
+from planner_arm.client import AsyncPlannerClient, PlannerClient, PlanResponse, PlanStep
 
 
 class Format(StrEnum):
@@ -163,6 +167,17 @@ def record_calls(session: Any) -> list[Call]:
     return calls
 
 
+@asynccontextmanager
+async def library_session() -> AsyncIterator[tuple[Library, ClientSession, list[Call]]]:
+    """A fresh library, an initialized client session connected to it in process, and the
+    calls the session sends; on the way out, no call may have carried anything half-known."""
+    library = lending_library()
+    async with create_connected_server_and_client_session(library.server._mcp_server) as session:
+        calls = record_calls(session)
+        yield library, session, calls
+    assert_nothing_half_known(calls)
+
+
 def assert_nothing_half_known(calls: Iterable[Call]) -> None:
     """No call carried a string holding `{{` or a `needs` object, at any depth."""
     for name, arguments in calls:
@@ -218,3 +233,36 @@ def plan_of(*steps: PlanStep, plan_id: str = "plan-1", version: int = 1) -> Plan
             "goal": "Put a hold on Dune for Alice",
         }
     )
+
+
+class ScriptedPlanner:
+    """A planner service that answers each /replan with the next of `answers` (a plan, or an
+    HTTP status for an error), recording every request body; entered (`async with`, or
+    `with` for the blocking client), a client of it that does not retry."""
+
+    def __init__(self, *answers: PlanResponse | int) -> None:
+        self.answers = list(answers)
+        self.bodies: list[dict[str, Any]] = []
+        self.transport = httpx.MockTransport(self._answer)
+        self._async = AsyncPlannerClient("http://localhost", transport=self.transport, retries=0)
+        self._sync = PlannerClient("http://localhost", transport=self.transport, retries=0)
+
+    async def __aenter__(self) -> AsyncPlannerClient:
+        return self._async
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._async.aclose()
+
+    def __enter__(self) -> PlannerClient:
+        return self._sync
+
+    def __exit__(self, *exc: object) -> None:
+        self._sync.close()
+
+    def _answer(self, request: httpx.Request) -> httpx.Response:
+        self.bodies.append(json.loads(request.content))
+        answer = self.answers.pop(0)
+        if isinstance(answer, int):
+            code = {404: "plan_not_found", 409: "replan_limit"}.get(answer, "scripted")
+            return httpx.Response(answer, json={"error": code, "detail": "no"})
+        return httpx.Response(200, json=answer.model_dump(mode="json"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any
 
 from planner_arm.client.async_client import AsyncPlannerClient
@@ -302,12 +302,9 @@ def _now(value: Any) -> Any:
     return value
 
 
-async def _all(calls: Any) -> None:
-    """Run the coroutines together; the first exception one raises (a caller's callback)
-    propagates as it is, after the others are cancelled."""
-    try:
-        async with asyncio.TaskGroup() as group:
-            for call in calls:
-                group.create_task(call)
-    except BaseExceptionGroup as failed:
-        raise failed.exceptions[0] from None
+async def _all(calls: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run the coroutines together, each to its end; then the first exception one raised (a
+    caller's callback's) propagates as it is."""
+    for outcome in await asyncio.gather(*calls, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome

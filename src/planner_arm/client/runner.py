@@ -182,7 +182,7 @@ class Run:
                 break
             request = self.replan_request()
             answer = yield Replan(request)
-            if isinstance(answer, PlanNotFound) and "plan_id" in request:
+            if isinstance(answer, PlanNotFound) and request["plan_id"] is not None:
                 # The stored plan is gone (its TTL passed): send it whole instead.
                 request = {**request, "plan_id": None, "previous": self.plan}
                 answer = yield Replan(request)
