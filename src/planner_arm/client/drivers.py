@@ -198,6 +198,8 @@ def run_plan_sync(
     session, `approve` or `on_progress` that answers with an awaitable is a TypeError: use
     `run_plan`."""
     plain = _plain(session)
+    if inspect.iscoroutinefunction(session if plain else session.call_tool):
+        raise TypeError("run_plan_sync got an async session: use run_plan")
     if tools is None:
         listed = not plain and hasattr(session, "list_tools")
         tools = _tools(_now(session.list_tools())) if listed else []
@@ -256,11 +258,11 @@ class _SyncDriver:
             return
         self._notify(started)
         try:
-            result = _now(_invoke(self._session, self._run.plain, call))
+            result = _invoke(self._session, self._run.plain, call)
         except Exception as error:
             self._notify(self._run.finish(call, error=error))
         else:
-            self._notify(self._run.finish(call, result))
+            self._notify(self._run.finish(call, _now(result)))
 
 
 def _plain(session: Any) -> bool:
