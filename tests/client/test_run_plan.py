@@ -413,3 +413,24 @@ async def test_a_plan_the_service_made_over_the_servers_tools_runs_to_the_end() 
     assert [(hold.book_id, hold.member_id) for hold in library.holds] == [("B-4", "M-7")]
     assert calls[0] == ("search_books", {"query": "Emma"})
     assert [name for name, _ in calls].count("search_books") == 1
+
+
+async def test_an_iterative_plan_is_run_stage_after_stage() -> None:
+    goal = "Find the book 'Emma', then count the books by Jane Austen, then list the branches"
+    events: list[RunEvent] = []
+    async with (
+        library_session() as (_, session, calls),
+        app_transport(make_settings(llm=False)) as transport,
+        AsyncPlannerClient(BASE, transport=transport) as planner,
+    ):
+        tools = (await session.list_tools()).tools
+        plan = await planner.plan(goal, tools=tools, specialize=True, strategy="iterative")
+        run = await run_plan(planner, session, plan, on_progress=events.append)
+    assert not plan.complete
+    assert len(plan.plan) == 1
+    # Each stage's report is a replan that does not count: none failed.
+    assert run.completed
+    assert run.replans == 0
+    assert run.plan.complete
+    assert [name for name, _ in calls] == ["search_books", "count_books", "list_branches"]
+    assert [event.kind for event in events].count("replanned") >= 2

@@ -40,6 +40,8 @@ EventKind = Literal["started", "completed", "failed", "blocked", "skipped", "rep
 NEEDS_APPROVAL = "needs approval"
 NOT_APPROVED = "not approved"
 MAX_REASON_CHARS = 1_000
+# An iterative plan's stages one run follows, at most (each is one /replan).
+MAX_STAGES = 50
 
 
 class StepRun(BaseModel):
@@ -166,6 +168,7 @@ class Run:
         self._outputs: dict[int, Output] = {}
         self._running: set[int] = set()
         self._failure: StepRun | None = None
+        self._stages = 0
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -173,27 +176,47 @@ class Run:
         """The run, as the I/O it needs; returns what became of every step."""
         while True:
             yield from self._run_plan()
-            if self._failure is None:
+            request = self._next_request()
+            if request is None or not (yield from self._replanned(request)):
                 break
-            if self.replans >= self._max_replans:
-                self.error = (
-                    f"{self._failure_text()}; no replan left (max_replans {self._max_replans})"
-                )
-                break
-            request = self.replan_request()
-            answer = yield Replan(request)
-            if isinstance(answer, PlanNotFound) and request["plan_id"] is not None:
-                # The stored plan is gone (its TTL passed): send it whole instead.
-                request = {**request, "plan_id": None, "previous": self.plan}
-                answer = yield Replan(request)
-            if not isinstance(answer, PlanResponse):
-                self.error = f"{self._failure_text()}; the replan failed: {answer}"
-                break
-            self.take(answer)
-            yield Notify(self._event("replanned"))
         for event in self._close():
             yield Notify(event)
         return self.result()
+
+    def _next_request(self) -> dict[str, Any] | None:
+        """What to ask /replan now: after a failure, a revised plan (while replans are left);
+        after an iterative plan's stage all completed, its next stage; else nothing."""
+        if self._failure is not None:
+            if self.replans < self._max_replans:
+                return self.replan_request()
+            self.error = f"{self._failure_text()}; no replan left (max_replans {self._max_replans})"
+            return None
+        done = all(self._completed(step.step) for step in self.plan.plan)
+        if self.plan.complete or not done:
+            return None
+        if self._stages >= MAX_STAGES:
+            self.error = f"the plan was still not complete after {MAX_STAGES} stages"
+            return None
+        return self.replan_request()
+
+    def _replanned(self, request: dict[str, Any]) -> Generator[Effect, Answer, bool]:
+        """Ask for the replan and take its answer; False when there is none to go on with."""
+        answer = yield Replan(request)
+        if isinstance(answer, PlanNotFound) and request["plan_id"] is not None:
+            # The stored plan is gone (its TTL passed): send it whole instead.
+            request = {**request, "plan_id": None, "previous": self.plan}
+            answer = yield Replan(request)
+        failed = self._failure is not None
+        why = self._failure_text() if failed else "the next stage"
+        if not isinstance(answer, PlanResponse):
+            self.error = f"{why}; the replan failed: {answer}"
+            return False
+        self.take(answer)
+        yield Notify(self._event("replanned"))
+        if not failed and not answer.complete and not self._ready():
+            self.error = "the next stage brought no new step"
+            return False
+        return True
 
     def _run_plan(self) -> Generator[Effect, Answer, None]:
         """Rounds of: the steps whose prerequisites have all completed are blocked or called
@@ -358,9 +381,10 @@ class Run:
         return f"step {failure.step} ({failure.tool}) failed: {failure.error}"
 
     def replan_request(self) -> dict[str, Any]:
-        """The keyword arguments of `planner.replan` after a failure: the plan (by its id;
-        whole when it was made by /plan/validate, which stores nothing), each ended step's
-        state, the tools, `specialize` so new steps come with their arguments, and why."""
+        """The keyword arguments of `planner.replan`: the plan (by its id; whole when it was
+        made by /plan/validate, which stores nothing), each ended step's state, the tools,
+        `specialize` so new steps come with their arguments, an iterative plan's strategy,
+        and the failure, if one is why."""
         states: dict[int, dict[str, Any]] = {}
         for number, ended in self._ended.items():
             if ended.status == "completed":
@@ -372,18 +396,23 @@ class Run:
                     "error": (ended.error or "")[:MAX_STEP_TEXT_CHARS],
                 }
         stored = self.plan.metadata.source != "validated"
-        return {
+        request: dict[str, Any] = {
             "plan_id": self.plan.plan_id if stored else None,
             "previous": None if stored else self.plan,
             "step_states": states,
             "tools": self._tools_sent or None,
             "specialize": True,
-            "reason": self._failure_text()[:MAX_REASON_CHARS],
         }
+        if self.plan.strategy == "iterative":
+            request["strategy"] = "iterative"
+        if self._failure is not None:
+            request["reason"] = self._failure_text()[:MAX_REASON_CHARS]
+        return request
 
     def take(self, plan: PlanResponse) -> None:
         """Go on with the replan's answer: the completed steps it kept (same number, same
-        tool) stay completed with their results; every other step runs."""
+        tool) stay completed with their results; every other step runs. A replan after a
+        failure counts toward `max_replans`; an iterative plan's next stage does not."""
         self.history += [ended for ended in self._ended.values() if ended.status != "completed"]
         kept = {
             step.step
@@ -392,9 +421,12 @@ class Run:
         }
         self._ended = {number: self._ended[number] for number in kept}
         self._outputs = {number: self._outputs[number] for number in kept}
+        if self._failure is None:
+            self._stages += 1
+        else:
+            self.replans += 1
         self._failure = None
         self.plan = plan
-        self.replans += 1
 
     def result(self) -> PlanRun:
         """What became of every step of the plan now being run."""
