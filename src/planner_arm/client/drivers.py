@@ -88,8 +88,9 @@ async def run_plan(
     returns `True`; without `approve` it is blocked with the error `"needs approval: ..."`,
     on any other answer with `"not approved: ..."`, and its dependents are skipped. Steps
     that only read are never asked about. A platform that knows better for its own tools
-    decides in `approve` (say yes at once to those it trusts), or annotates them
-    (`readOnlyHint: true`) before planning.
+    annotates them before planning (`readOnlyHint: true` for one that only reads,
+    `destructiveHint: true` for one that writes; the hints outrank the words), or decides in
+    `approve` (a yes at once for the writes it trusts).
 
     **Failures replan.** A call that raises, or whose result says `isError` (2.x:
     `is_error`), makes the step `failed` with the error's text. The calls already running
@@ -100,17 +101,20 @@ async def run_plan(
     the failure as `reason`. The new plan's completed steps (a replan keeps their numbers)
     keep their results; its other steps run. After `max_replans` replans, or when the
     replan raises a `PlannerError`, the run stops: `PlanRun.error` says why, the steps not
-    run are `skipped`.
+    run are `skipped`. An iterative plan (`complete` false) goes on the same way once its
+    stage has all completed: `planner.replan` with the steps' states and `strategy
+    "iterative"` gives the next stage (such a report is not a replan: it does not count).
 
-    **The result**: `PlanRun` with the last plan, its `plan_id`, the number of `replans`,
-    for every step of the last plan a `StepRun` (`status`: completed, failed, blocked or
-    skipped; `arguments` as sent or None; `result`; `missing`; `error`; the `plan_version`
-    it ran under), and in `history` the steps of replaced plans that did not complete
-    there. `run.completed` is true when every step completed.
+    **The result**: `PlanRun` with the last plan, its `plan_id`, the number of `replans`
+    made after failures, for every step of the last plan a `StepRun` (`status`: completed,
+    failed, blocked or skipped; `arguments` as sent or None; `result`; `missing`; `error`;
+    the `plan_version` it ran under), and in `history` the steps of replaced plans that did
+    not complete there. `run.completed` is true when every step completed.
 
     **Progress**: `on_progress(event)` (sync or async) gets a `RunEvent` when a step starts
     (with its arguments), ends (completed, failed, blocked, skipped: `outcome`) and when the
-    plan is replanned. Exceptions raised by `approve` or `on_progress` propagate.
+    plan is replanned. Exceptions raised by `approve` or `on_progress` propagate (the calls
+    already running finish first).
     """
     if concurrency < 1:
         raise ValueError("concurrency is at least 1")
