@@ -26,7 +26,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import structlog
 from mcp.server.lowlevel import Server
@@ -136,9 +136,13 @@ class PlannerTool:
 # each called with the request's context and its params) and names its error `MCPError`; 1.x
 # registers them with decorators and gives the request's context as `request_context`.
 _HANDLERS_IN_CONSTRUCTOR = "on_call_tool" in inspect.signature(Server.__init__).parameters
+if TYPE_CHECKING:
+    _LowLevelServer = Server[Any, Any]
+else:  # generic in its lifespan and request types in 1.x, in its lifespan alone in 2.x
+    _LowLevelServer = Server
 
 
-class PlannerMCP(Server[Any, Any]):
+class PlannerMCP(_LowLevelServer):
     """The SDK's low-level server with the planner's tools and its plan resources. A call's
     arguments are checked by the tool's request model, not against the listed schema first:
     the model names the field as the agent wrote it, and reads what a JSON Schema check would
