@@ -7,6 +7,8 @@ a description an agent can act on for each field; the request model itself check
 an error names the field as the agent wrote it (`goal: ...`). The older form, the whole
 request under `request`, is still read (and logged, `mcp_nested_arguments`).
 
+A field that is not plain text sent as JSON text (`"constraints": "[...]"`, as some agent hosts
+send every argument) is read as the array or object it says, as the SDK's own tools read it.
 The arguments are held to the nesting limit of a body (`server.max_json_depth`, problem
 `json_too_deep`), counting what a field sent as JSON text will be read as: the text is
 measured without parsing it, since Python's JSON parser recurses once per level.
@@ -75,7 +77,7 @@ def _nesting_problem(value: Any, limit: int, read_as_json: bool) -> str | None:
     return None
 
 
-def read_as_json(fields: type[BaseModel]) -> frozenset[str]:
+def _read_as_json(fields: type[BaseModel]) -> frozenset[str]:
     """The argument names (fields and their aliases) whose JSON text is read as what it says:
     those of the fields that are not plain text."""
     return frozenset(
@@ -114,7 +116,7 @@ def tool_arguments(
     deep; completing and checking the arguments is the model's own work."""
     if nested_form:
         arguments = unnested(arguments, tool)
-    as_json = read_as_json(fields)
+    as_json = _read_as_json(fields)
     too_deep: list[InitErrorDetails] = []
     for key, value in arguments.items():
         problem = _nesting_problem(value, max_json_depth, key in as_json)
