@@ -32,7 +32,6 @@ from planner_arm.errors import NotReady
 from planner_arm.service.wiring import Runtime
 
 if TYPE_CHECKING:
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
 MCP_PATH = "/mcp"
@@ -68,13 +67,16 @@ class _Sessions:
     lifespan's own (its task group must end in the task it began in) until `stop`."""
 
     def __init__(self, runtime: Runtime, server: ServerSettings) -> None:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         from sse_starlette.sse import AppStatus
 
         from planner_arm.api.mcp_server import build_mcp_server
 
-        mcp_server = build_mcp_server(runtime, transport_security=mcp_transport_security(server))
-        mcp_server.streamable_http_app()  # makes the session manager, run here rather than there
-        self.manager: StreamableHTTPSessionManager = mcp_server.session_manager
+        self.manager = StreamableHTTPSessionManager(
+            app=build_mcp_server(runtime),
+            stateless=True,  # any replica answers any call: no session lives in a process
+            security_settings=mcp_transport_security(server),
+        )
         self.started = anyio.Event()
         self.stop = anyio.Event()
         # The SDK answers a POST as server-sent events through sse-starlette, which by default

@@ -7,6 +7,8 @@ a description an agent can act on for each field; the request model itself check
 an error names the field as the agent wrote it (`goal: ...`). The older form, the whole
 request under `request`, is still read (and logged, `mcp_nested_arguments`).
 
+A field that is not plain text sent as JSON text (`"constraints": "[...]"`, as some agent hosts
+send every argument) is read as the array or object it says, as the SDK's own tools read it.
 The arguments are held to the nesting limit of a body (`server.max_json_depth`, problem
 `json_too_deep`), counting what a field sent as JSON text will be read as: the text is
 measured without parsing it, since Python's JSON parser recurses once per level.
@@ -14,12 +16,11 @@ measured without parsing it, since Python's JSON parser recurses once per level.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
 from typing import Any
 
 import structlog
-from mcp.server.fastmcp.utilities.func_metadata import ArgModelBase, FuncMetadata
-from pydantic import BaseModel, ValidationError, create_model
+from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from planner_arm.api.middleware import json_nesting_over
@@ -76,58 +77,54 @@ def _nesting_problem(value: Any, limit: int, read_as_json: bool) -> str | None:
     return None
 
 
-class FlatArguments(FuncMetadata):
-    """A tool's arguments read as one request: unnested, then pre-parsed as the SDK does for
-    its own tools (a list or an object sent as JSON text is read as what it says), and passed
-    whole to the tool function, which completes and checks them with the request model."""
-
-    tool: str
-    max_json_depth: int
-
-    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
-        """`data` with its JSON text read, once no field nests deeper than a body may."""
-        fields = self.arg_model.model_fields
-        # The fields the SDK reads JSON text of: those that are not plain text.
-        read_as_json = {
-            key
-            for name, field in fields.items()
-            if field.annotation is not str
-            for key in (name, field.alias)
-            if key
-        }
-        too_deep: list[InitErrorDetails] = []
-        for key, value in data.items():
-            problem = _nesting_problem(value, self.max_json_depth, key in read_as_json)
-            if problem is not None:
-                error = PydanticCustomError("json_too_deep", problem)
-                too_deep.append({"type": error, "loc": (key,), "input": ""})
-        if too_deep:
-            raise ValidationError.from_exception_data(self.tool, too_deep)
-        return super().pre_parse_json(data)
-
-    async def call_fn_with_arg_validation(
-        self,
-        fn: Callable[..., Any | Awaitable[Any]],
-        fn_is_async: bool,
-        arguments_to_validate: dict[str, Any],
-        arguments_to_pass_directly: dict[str, Any] | None,
-    ) -> Any:
-        arguments = self.pre_parse_json(unnested(arguments_to_validate, self.tool))
-        return await fn(arguments, **(arguments_to_pass_directly or {}))
-
-
-def flat_arguments(
-    tool: str, model: type[BaseModel], made: FuncMetadata, max_json_depth: int
-) -> FlatArguments:
-    """`made` (what the SDK read from the tool function: its output schema) taking `model`'s
-    fields as the tool's arguments, nested at most `max_json_depth` deep."""
-    # The SDK's JSON pre-parsing reads the fields of an arguments model: the request's own.
-    fields = create_model(model.__name__, __base__=(model, ArgModelBase))
-    return FlatArguments(
-        arg_model=fields,
-        output_schema=made.output_schema,
-        output_model=made.output_model,
-        wrap_output=made.wrap_output,
-        tool=tool,
-        max_json_depth=max_json_depth,
+def _read_as_json(fields: type[BaseModel]) -> frozenset[str]:
+    """The argument names (fields and their aliases) whose JSON text is read as what it says:
+    those of the fields that are not plain text."""
+    return frozenset(
+        key
+        for name, field in fields.model_fields.items()
+        if field.annotation is not str
+        for key in (name, field.alias)
+        if key
     )
+
+
+def _json_text_read(value: Any) -> Any:
+    """`value`, or the array, object, true, false or null its JSON text says. A number or a
+    string sent as text stays text: the model reads it as such where a field wants one."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        return value
+    return value if isinstance(parsed, str | int | float) else parsed
+
+
+def tool_arguments(
+    tool: str,
+    arguments: dict[str, Any],
+    fields: type[BaseModel],
+    max_json_depth: int,
+    *,
+    nested_form: bool = False,
+) -> dict[str, Any]:
+    """`arguments` as the tool's model reads them: unnested (with `nested_form`), held to the
+    nesting limit of a body, then each field that is not plain text read from its JSON text.
+
+    Raises a `ValidationError` titled `tool` (problem `json_too_deep`) for a field nested too
+    deep; completing and checking the arguments is the model's own work."""
+    if nested_form:
+        arguments = unnested(arguments, tool)
+    as_json = _read_as_json(fields)
+    too_deep: list[InitErrorDetails] = []
+    for key, value in arguments.items():
+        problem = _nesting_problem(value, max_json_depth, key in as_json)
+        if problem is not None:
+            error = PydanticCustomError("json_too_deep", problem)
+            too_deep.append({"type": error, "loc": (key,), "input": ""})
+    if too_deep:
+        raise ValidationError.from_exception_data(tool, too_deep)
+    return {
+        key: _json_text_read(value) if key in as_json else value for key, value in arguments.items()
+    }
