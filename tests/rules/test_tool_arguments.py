@@ -211,6 +211,21 @@ def test_a_name_of_another_thing_is_left_out_of_the_search() -> None:
     assert filled(LIBRARY, "search_books", action, goal) == {"query": "The Hobbit"}
 
 
+@pytest.mark.parametrize(
+    ("action", "query"),
+    [
+        ("Place a hold on Dune for alice@example.com", "Dune"),
+        ("Search for Dune Messiah, then tell bob@example.org", "Dune Messiah"),
+        # An address is what is searched for when the piece names nothing else.
+        ("Search the catalogue for alice@example.com", "alice@example.com"),
+    ],
+)
+def test_an_address_is_searched_for_only_when_nothing_else_is_named(
+    action: str, query: str
+) -> None:
+    assert filled(LIBRARY, "search_books", action, action) == {"query": query}
+
+
 def test_an_enum_argument_takes_the_value_the_text_names_and_only_that() -> None:
     goal = "Get the details of book B-300 and translate its summary into French"
     action = "Translate its summary into French with translate_text"

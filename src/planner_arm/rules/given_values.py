@@ -255,17 +255,23 @@ def _given(text: str, start: int, end: int, value: str, kind: Kind, quoted: bool
 def search_terms(
     piece: Sequence[Given], goal: Sequence[Given], about: frozenset[str], taken: set[str]
 ) -> str | None:
-    """What a search whose piece gives `piece` looks for: its quoted titles, else its names,
-    ids and addresses (not those in `taken`), joined; a name just before a noun other than
+    """What a search whose piece gives `piece` looks for: its quoted titles, else its names
+    and ids (its addresses only when it names nothing else; none in `taken`), joined; a name just before a noun other than
     one of `about` (the tool's nouns: "the Central branch" for a book search) is of another
     thing, left out while another remains. None when the piece names nothing."""
     values = [value for value in piece if value.text not in taken]
     quoted = [value for value in values if value.quoted]
     chosen = quoted or [value for value in values if value.kind != "number"]
     others = _of_other_things([*chosen, *goal], about)
-    texts = [value.text for value in chosen if value.text not in others]
-    texts = texts or [value.text for value in chosen]
+    kept = [value for value in chosen if value.text not in others] or chosen
+    # An address is whom the request is for, not what is searched, while a name remains:
+    # "a hold on Dune for alice@example.com" searches for "Dune".
+    kept = [value for value in kept if value.kind not in _ADDRESS_KINDS] or kept
+    texts = [value.text for value in kept]
     return " ".join(dict.fromkeys(texts)) if texts else None
+
+
+_ADDRESS_KINDS = frozenset({"email", "url", "phone"})
 
 
 def _of_other_things(values: Iterable[Given], about: frozenset[str]) -> set[str]:
