@@ -256,9 +256,10 @@ def search_terms(
     piece: Sequence[Given], goal: Sequence[Given], about: frozenset[str], taken: set[str]
 ) -> str | None:
     """What a search whose piece gives `piece` looks for: its quoted titles, else its names
-    and ids (its addresses only when it names nothing else; none in `taken`), joined; a name just before a noun other than
-    one of `about` (the tool's nouns: "the Central branch" for a book search) is of another
-    thing, left out while another remains. None when the piece names nothing."""
+    and ids (its addresses only when it names nothing else; none in `taken`), joined; a
+    name just before a noun other than one of `about` (the tool's nouns: "the Central
+    branch" for a book search) is of another thing, left out while another remains. None
+    when the piece names nothing."""
     values = [value for value in piece if value.text not in taken]
     quoted = [value for value in values if value.quoted]
     chosen = quoted or [value for value in values if value.kind != "number"]
