@@ -104,6 +104,11 @@ class ArmResolver:
         lane = shared.lane if shared is not None else None
         self.lexicon: Lazy[Lexicon] = Lazy(functools.partial(_compile, self.arms), lane)
 
+    @property
+    def over_tools(self) -> bool:
+        """Whether the arms are a caller's tools."""
+        return self.index is not None
+
     def resolve(self, given: str | None, action: str, criteria: Sequence[str] = ()) -> ArmChoice:
         """The registered arm for a step: the given name when it is one, mended if close."""
         text = (given or "").strip()

@@ -68,7 +68,12 @@ def rule_based_replan(
 ) -> tuple[DraftPlan, MergedPlan]:
     """A valid revised plan without a model. When a diagnose step per failure would make too
     many steps, or a plan that does not `fit` (the caller's budget), each retry does its own
-    diagnosis instead."""
+    diagnosis instead. Over a caller's tools no step diagnoses (no tool is for that: one
+    chosen by the words would be called for nothing, or write): a failed call is tried again
+    as it was, on the steps it read, its error in its criteria."""
+    if resolver.over_tools:
+        draft = _revision(scope, resolver, diagnose=False, retry_as_was=True)
+        return draft, merge_replan(scope, draft, rules)
     try:
         draft = _revision(scope, resolver, diagnose=True)
         merged = merge_replan(scope, draft, rules)
@@ -80,7 +85,9 @@ def rule_based_replan(
     return draft, merge_replan(scope, draft, rules)
 
 
-def _revision(scope: ReplanScope, resolver: ArmResolver, *, diagnose: bool) -> DraftPlan:
+def _revision(
+    scope: ReplanScope, resolver: ArmResolver, *, diagnose: bool, retry_as_was: bool = False
+) -> DraftPlan:
     failed, replaced = scope.failed, scope.replaced
     next_id = scope.highest + 1
     replacement: dict[int, int] = {}
@@ -108,7 +115,7 @@ def _revision(scope: ReplanScope, resolver: ArmResolver, *, diagnose: bool) -> D
                 steps.append(_diagnose_step(old.step, old.action, error, deps, next_id, resolver))
                 deps = [next_id]
                 next_id += 1
-            else:
+            elif not retry_as_was:
                 action = f"Find why step {old.step} failed, then: {old.action}"
         elif scope.reason:
             criteria.append(f"Planned again because: {_clip(scope.reason)}")
@@ -124,7 +131,13 @@ def _revision(scope: ReplanScope, resolver: ArmResolver, *, diagnose: bool) -> D
     rationale = (
         f"Rule-based replan (no usable model revision): {kept} finished steps kept as they "
         f"were; {len(failed)} failed steps "
-        + ("diagnosed and retried" if diagnose else "retried with their diagnosis")
+        + (
+            "diagnosed and retried"
+            if diagnose
+            else "retried"
+            if retry_as_was
+            else "retried with their diagnosis"
+        )
         + f"; {len(scope.marked - set(failed))} marked steps planned again; the steps after "
         "them wait for the new ones."
     )
