@@ -29,7 +29,6 @@ class DraftStep:
     # Carried to the PlanStep as they are: the node a step details, its arm's input.
     parent: str | None = None
     input: dict[str, Any] | None = None
-    writes: bool | None = None
     # hierarchical: the model marked the step as too big for one go, to be expanded again.
     compound: bool = False
 

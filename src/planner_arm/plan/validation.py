@@ -7,7 +7,7 @@ Steps are named in repair and error details by the numbers the model gave them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from graphlib import CycleError
 from typing import Literal
@@ -73,6 +73,9 @@ class PlanRules:
     resources: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(
         default_factory=dict, compare=False
     )
+    # Over tools: the ids of those that change something (a step's `writes`); None over the
+    # built-in agents, whose steps say nothing of it.
+    writing: frozenset[str] | None = field(default=None, compare=False)
     # agents: the built-in agents' rules (a final check); tools: a plan of tool calls.
     profile: Profile = field(init=False, compare=False)
 
@@ -98,6 +101,10 @@ class PlanRules:
             if arm.consumes or arm.produces
         }
         return replace(self, resources=typed) if typed else self
+
+    def with_writing(self, writing: Iterable[str]) -> PlanRules:
+        """These rules over tools, `writing` those that change something."""
+        return replace(self, writing=frozenset(writing))
 
     @classmethod
     def for_arms(cls, planning: PlanningSettings, arm_ids: Sequence[str]) -> PlanRules:
@@ -184,7 +191,7 @@ def validate_plan(draft: DraftPlan, rules: PlanRules) -> ValidPlan:
 
     number_of = {pos: new for new, pos in enumerate(order, 1)}
     repairs.extend(_order_repairs(given, order, number_of, names))
-    steps = _plan_steps(draft, work, order, number_of)
+    steps = _plan_steps(draft, work, order, number_of, rules.writing)
     _close_with_judge(steps, needs_judge, rules, repairs)
     return ValidPlan(steps=steps, repairs=repairs)
 
@@ -223,7 +230,11 @@ def _order_repairs(
 
 
 def _plan_steps(
-    draft: DraftPlan, work: list[_CheckedStep], order: list[int], number_of: dict[int, int]
+    draft: DraftPlan,
+    work: list[_CheckedStep],
+    order: list[int],
+    number_of: dict[int, int],
+    writing: frozenset[str] | None,
 ) -> list[PlanStep]:
     # The checks already keep PlanStep's constraints, but full validation stays: with
     # pydantic-core it is faster than model_construct (about 1.6 us against 2.8 us a step).
@@ -238,9 +249,20 @@ def _plan_steps(
             estimated_duration_seconds=work[pos].duration,
             parent=draft.steps[pos].parent,
             input=draft.steps[pos].input,
-            writes=draft.steps[pos].writes,
+            writes=None if writing is None else work[pos].arm in writing,
         )
         for new, pos in enumerate(order, 1)
+    ]
+
+
+def marked_writes(steps: list[PlanStep], writing: frozenset[str] | None) -> list[PlanStep]:
+    """`steps` each saying whether its tool writes (`writing`: the tools that do; None: the
+    built-in agents, whose steps say nothing of it), whatever they said before."""
+    return [
+        step.model_copy(
+            update={"writes": None if writing is None else step.required_arm in writing}
+        )
+        for step in steps
     ]
 
 

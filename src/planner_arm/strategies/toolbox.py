@@ -41,6 +41,7 @@ from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.plan.tool_index import ExampleIndex
+from planner_arm.plan.tool_traits import writes
 from planner_arm.plan.validation import PlanRules, profile_of
 from planner_arm.plan.weighed import BuildLane, Lazy, SharedWork, ToolMemo, deep_size
 from planner_arm.rules.planner import RuleBasedPlanner
@@ -226,6 +227,7 @@ def build_toolbox(
     if shared is not None:
         not_its_own += (shared, shared.memo, shared.lane)
     if tools:
+        rules = rules.with_writing(arm.id for arm in arms if writes(arm))
         planning = planning.model_copy(
             update={
                 "min_steps": rules.min_steps,
