@@ -282,3 +282,52 @@ def _check_nesting(depth: int) -> None:
         raise SchemaProblem(
             f"the schema nests more than {MAX_NESTING} levels deep through its references"
         )
+
+
+PathPart = str | int
+MAX_PATHS = 500
+_PATH_DEPTH = 8
+_HOPS = 32
+
+
+def property_paths(schema: Any) -> list[tuple[PathPart, ...]]:
+    """The path of every property of the values `schema` describes (an `outputSchema`): the
+    names of object properties, `0` for the first item of a list, through local references,
+    `allOf`, `anyOf` and `oneOf`; at most MAX_PATHS of them, none deeper than 8 parts. []
+    for a schema that is refused (`schema_problem`) or describes no object."""
+    try:
+        targets = reference_targets(schema)
+    except SchemaProblem:
+        return []
+    found: dict[tuple[PathPart, ...], None] = {}
+    visits = [MAX_UNFOLDED]  # subschemas one reading may visit, whatever the schema's shape
+
+    def resolved(node: Any) -> Any:
+        for _ in range(_HOPS):
+            if not isinstance(node, Mapping) or not isinstance(node.get("$ref"), str):
+                return node
+            node = targets.get(node["$ref"])
+        return None
+
+    def walk(node: Any, path: tuple[PathPart, ...]) -> None:
+        node = resolved(node)
+        visits[0] -= 1
+        if not isinstance(node, Mapping) or len(path) >= _PATH_DEPTH or len(found) >= MAX_PATHS:
+            return
+        if visits[0] < 0:
+            return
+        for keyword in ("allOf", "anyOf", "oneOf"):
+            branches = node.get(keyword)
+            for branch in branches if isinstance(branches, list) else ():
+                walk(branch, path)
+        properties = node.get("properties")
+        for name, inner in properties.items() if isinstance(properties, Mapping) else ():
+            if len(found) < MAX_PATHS:
+                found[(*path, name)] = None
+                walk(inner, (*path, name))
+        items = node.get("items")
+        if isinstance(items, Mapping):
+            walk(items, (*path, 0))
+
+    walk(schema, ())
+    return list(found)

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner_arm.errors import PlanValidationError
+from planner_arm.tool_schema import PathPart as PathPart
 
 # Anything that looks like a template; the strict form below is the only valid one.
 _TEMPLATE = re.compile(r"\{\{(.*?)\}\}", re.S)
@@ -29,8 +30,6 @@ _PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d{1,9})\]")
 _REFERENCE = re.compile(r"\s*steps\.(\d+)\.output((?:\.[A-Za-z_][A-Za-z0-9_-]*|\[\d{1,9}\])*)\s*")
 STEP_LIST_FIELDS = ("inputs_from",)
 MAX_PATH_PARTS = 32
-
-PathPart = str | int
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from jsonschema.exceptions import SchemaError, ValidationError  # type: ignore[i
 from planner_arm.errors import PlanValidationError
 from planner_arm.limits import ArmSpec
 from planner_arm.plan.inputs import input_schema, reference_problems
-from planner_arm.tool_schema import SchemaProblem, reference_targets
+from planner_arm.tool_schema import PathPart, SchemaProblem, property_paths, reference_targets
 
 NEEDS = "human_or_model"
 MAX_PROBLEMS = 20
@@ -326,3 +326,8 @@ def needs_input(
         "arguments": dict(arguments),
         "instruction": instruction,
     }
+
+
+def output_paths(schema: Any) -> list[tuple[PathPart, ...]]:
+    """The paths of the fields of a tool's output, by its `outputSchema` (`property_paths`)."""
+    return property_paths(schema)

@@ -264,12 +264,15 @@ def search_terms(
     quoted = [value for value in values if value.quoted]
     chosen = quoted or [value for value in values if value.kind != "number"]
     others = _of_other_things([*chosen, *goal], about)
-    kept = [value for value in chosen if value.text not in others] or chosen
-    # An address is whom the request is for, not what is searched, while a name remains:
-    # "a hold on Dune for alice@example.com" searches for "Dune".
-    kept = [value for value in kept if value.kind not in _ADDRESS_KINDS] or kept
+    kept = _searched([value for value in chosen if value.text not in others] or chosen)
     texts = [value.text for value in kept]
     return " ".join(dict.fromkeys(texts)) if texts else None
+
+
+def _searched(values: list[Given]) -> list[Given]:
+    """`values` without the addresses, while a name remains: an address is whom the request
+    is for, not what is searched ("a hold on Dune for alice@example.com" searches "Dune")."""
+    return [value for value in values if value.kind not in _ADDRESS_KINDS] or values
 
 
 _ADDRESS_KINDS = frozenset({"email", "url", "phone"})

@@ -20,12 +20,13 @@ from planner_arm.plan.inputs import (
     MAX_ITEM_CHARS,
     MAX_ITEMS,
     MAX_TEXT_CHARS,
+    PathPart,
     check_input,
     reference,
 )
 from planner_arm.plan.lexicon import STOPWORDS, stem, word_set
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.plan.tool_inputs import ToolSchema, check_tool_input, needs_input
+from planner_arm.plan.tool_inputs import ToolSchema, check_tool_input, needs_input, output_paths
 from planner_arm.plan.tool_traits import FIND_WORDS, ID_WORDS, tokens
 from planner_arm.plan.unsourced import Kind, field_kind
 from planner_arm.rules.given_values import (
@@ -199,6 +200,15 @@ class _Step:
     deps: list[int]
     # Of each step it depends on that is known: the stems of its tool's name, of its action.
     dep_words: dict[int, tuple[frozenset[str], frozenset[str]]]
+    # Of each step it depends on whose tool has an output schema: the paths of its fields.
+    dep_paths: dict[int, list[tuple[PathPart, ...]]]
+
+    def reference_to(self, source: int, name: str, nouns: frozenset[str]) -> str:
+        """The reference to the field of step `source`'s output an argument `name` wants,
+        when its output schema has exactly one (`{{steps.2.output.books[0].book_id}}`); else
+        to its whole output."""
+        path = field_path(self.dep_paths.get(source, []), name, nouns)
+        return reference(source, path or ())
 
     def source_of(self, nouns: frozenset[str]) -> int:
         """The nearest step it depends on whose tool is about one of `nouns` (stems), else
@@ -224,6 +234,7 @@ def rule_tool_input(
     goal: str | None,
     context: Mapping[str, Any],
     earlier: Sequence[PlanStep] = (),
+    outputs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The arguments of a tool step by rule, valid against the tool's `schema`: each
     argument the request's context names (by name: `movie_id`, `movieId`), each other one a
@@ -231,10 +242,11 @@ def rule_tool_input(
     noun or by its prefix, an e-mail address, URL or phone number, a title next to the
     argument's noun, an enum value, what a search looks for); a required one also from a
     `const`, a single `enum` value or a `default`, or for an id the output of the step it
-    depends on (of the `earlier` steps, the nearest whose tool is about the id's noun); else
+    depends on (of the `earlier` steps, the nearest whose tool is about the id's noun; the
+    field of that name when the tool's output schema in `outputs` has exactly one); else
     the `needs` input naming the required arguments missing."""
     required = schema.required
-    reading = _read(step, schema, goal or "", earlier)
+    reading = _read(step, schema, goal or "", earlier, outputs or {})
     given = _by_key(context)
     arguments: dict[str, Any] = {}
     for name in _in_filling_order(schema):
@@ -255,7 +267,13 @@ def rule_tool_input(
     return needs_input(missing, arguments, _text(step.action))
 
 
-def _read(step: PlanStep, schema: ToolSchema, goal: str, earlier: Sequence[PlanStep]) -> _Step:
+def _read(
+    step: PlanStep,
+    schema: ToolSchema,
+    goal: str,
+    earlier: Sequence[PlanStep],
+    outputs: Mapping[str, Any],
+) -> _Step:
     tool = step.required_arm
     piece = step_piece(step.action, tool)
     own = tuple(values_in(piece))
@@ -275,7 +293,21 @@ def _read(step: PlanStep, schema: ToolSchema, goal: str, earlier: Sequence[PlanS
         for item in earlier
         if item.step in deps
     }
-    return _Step(step.action, piece, part, values, nouns, finds, id_nouns, deps, dep_words)
+    return _Step(
+        step.action, piece, part, values, nouns, finds, id_nouns, deps, dep_words,
+        _dep_paths(earlier, deps, outputs),
+    )  # fmt: skip
+
+
+def _dep_paths(
+    earlier: Sequence[PlanStep], deps: list[int], outputs: Mapping[str, Any]
+) -> dict[int, list[tuple[PathPart, ...]]]:
+    """Of each step of `deps` whose tool has an output schema: the paths of its fields."""
+    return {
+        item.step: output_paths(outputs[item.required_arm])
+        for item in earlier
+        if item.step in deps and outputs.get(item.required_arm)
+    }
 
 
 def _stems(words: Iterable[str]) -> frozenset[str]:
@@ -397,7 +429,7 @@ def _id_argument(name: str, fits: _Fits, step: _Step, required: bool) -> Any:
         if found is not _ABSENT:
             return found
     if required and step.deps:
-        return fits.first([reference(step.source_of(stems))])
+        return fits.first([step.reference_to(step.source_of(stems), name, stems)])
     return _ABSENT
 
 
@@ -512,3 +544,26 @@ def _named(name: str, fits: _Fits, step: _Step, required: bool, taken: set[str])
     if required and _key(name) in _NAME_ARGUMENTS:
         return fits.first(v.text for v in step.own if v.kind == "title" and v.text not in taken)
     return _ABSENT
+
+
+def field_path(
+    paths: Sequence[tuple[PathPart, ...]], name: str, nouns: frozenset[str]
+) -> tuple[PathPart, ...] | None:
+    """Of the paths of an output's fields, the one an argument `name` wants: the field of
+    that name (`book_id`, `bookId`); for an id argument, else an `id` field of an object
+    named by one of its `nouns` (stems: `books[0].id` for `book_id`). None unless exactly
+    one fits."""
+    fitting = [path for path in paths if isinstance(path[-1], str) and _key(path[-1]) == _key(name)]
+    if not fitting and tokens(name) and tokens(name)[-1] in ID_WORDS:
+        fitting = [path for path in paths if _an_id_of(path, nouns)]
+    return fitting[0] if len(fitting) == 1 else None
+
+
+def _an_id_of(path: tuple[PathPart, ...], nouns: frozenset[str]) -> bool:
+    named = [part for part in path[:-1] if isinstance(part, str)]
+    return (
+        isinstance(path[-1], str)
+        and _key(path[-1]) == "id"
+        and bool(named)
+        and stem(named[-1].lower()) in nouns
+    )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from anyio import to_thread
@@ -69,6 +69,9 @@ class StepToFill:
     brief: SpecializeBrief
     earlier: Sequence[PlanStep]
     tool_schema: ToolSchema | None = None
+    # The output schema of each tool that has one among the earlier steps' (their fields
+    # are what a reference may name).
+    outputs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def earlier_ids(self) -> frozenset[int]:
@@ -84,7 +87,14 @@ class StepToFill:
         if self.tool_schema is None:
             return rule_input(self.step)
         brief = self.brief
-        return rule_tool_input(self.step, self.tool_schema, brief.goal, brief.context, self.earlier)
+        return rule_tool_input(
+            self.step, self.tool_schema, brief.goal, brief.context, self.earlier, self.outputs
+        )
+
+
+def output_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, Any]:
+    """The output schema of each arm of `used` that has one."""
+    return {arm.id: arm.output_schema for arm in arms if arm.id in used and arm.output_schema}
 
 
 def tool_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, ToolSchema]:
@@ -94,6 +104,26 @@ def tool_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, To
     budget = CheckBudget()
     schemas = {arm.id: tool_schema(arm.input_schema, budget) for arm in arms if arm.id in used}
     return {arm: schema for arm, schema in schemas.items() if schema is not None}
+
+
+def input_problems(steps: Sequence[PlanStep], arms: Iterable[ArmSpec]) -> list[tuple[int, str]]:
+    """Each problem of the inputs of `steps` (a plan over `arms`, the caller's tools), as
+    (step, problem): arguments that break their tool's input schema, or name a step the step
+    does not depend on. An input that says what it `needs` is a call not made yet: only its
+    shape is the contract, not its arguments."""
+    used = {step.required_arm for step in steps if step.input is not None}
+    schemas = tool_schemas(arms, used)
+    earlier = ancestors_of_each(steps)
+    problems: list[tuple[int, str]] = []
+    for step in steps:
+        schema = schemas.get(step.required_arm)
+        if schema is None or step.input is None or "needs" in step.input:
+            continue
+        try:
+            check_tool_input(schema, step.input, earlier.get(step.step, frozenset()))
+        except PlanValidationError as problem:
+            problems += [(step.step, error) for error in problem.errors or [problem.detail]]
+    return problems
 
 
 def _answer_schema_name(arm: str) -> str:
@@ -124,6 +154,7 @@ class Specializer:
         earlier = ancestors_of_each(steps)
         used = {step.required_arm for step in steps}
         schemas = await to_thread.run_sync(tool_schemas, job.toolbox.box.arms, used)
+        outputs = output_schemas(job.toolbox.box.arms, used)
         work = job.beside()
         slots = asyncio.Semaphore(self.max_concurrency)
         notes: list[tuple[int, PlanNote]] = []
@@ -138,6 +169,7 @@ class Specializer:
                 brief,
                 [by_id[number] for number in sorted(ids)],
                 schemas.get(step.required_arm),
+                outputs,
             )
             if step.input is not None:
                 try:
@@ -182,7 +214,9 @@ class Specializer:
         ids = ancestors(plan.plan, number)
         schemas = await to_thread.run_sync(tool_schemas, arms, {step.required_arm})
         schema = schemas.get(step.required_arm)
-        target = StepToFill(step, brief, [by_id[item] for item in sorted(ids)], schema)
+        earlier = [by_id[item] for item in sorted(ids)]
+        outputs = output_schemas(arms, {item.required_arm for item in earlier})
+        target = StepToFill(step, brief, earlier, schema, outputs)
         filled = await self.fill(job.quiet(), target)
         return SpecializeResponse(
             plan_id=plan.plan_id,
