@@ -232,11 +232,21 @@ def replan(
 
 
 def validate(
-    steps: Sequence[PlanStep | Mapping[str, Any]], fix: bool = False
+    steps: Sequence[PlanStep | Mapping[str, Any]],
+    fix: bool = False,
+    *,
+    tools: Sequence[ToolLike] | None = None,
+    goal: str | None = None,
 ) -> Call[ValidateResponse]:
     """POST /plan/validate: every problem of an edited plan (no model call); with `fix`,
-    what /plan would mend is mended and listed in `warnings`."""
-    body = {"plan": [_json(step) for step in steps], "fix": fix}
+    what /plan would mend is mended and listed in `warnings`. Over `tools` (as `plan` takes
+    them) the steps name those tools and their inputs are checked against their schemas;
+    the validated plan carries `goal`, so that `replan(previous=...)` can revise it."""
+    body: dict[str, Any] = {"plan": [_json(step) for step in steps], "fix": fix}
+    if tools is not None:
+        body["tools"] = [tool_json(tool) for tool in tools]
+    if goal is not None:
+        body["goal"] = goal
     return Call("POST", "/plan/validate", ValidateResponse, body)
 
 

@@ -36,6 +36,7 @@ from planner_arm.plan.validation import (
     MIN_COST_TIER,
     MIN_DURATION_SECONDS,
     PlanRules,
+    marked_writes,
     validate_plan,
 )
 
@@ -200,6 +201,8 @@ EDIT_ERROR_CODES = frozenset(
         "bad_duration",
         "no_final_check",
         "invalid_step",
+        # Over a caller's tools: an input that breaks its tool's schema (the service checks it).
+        "invalid_input",
     }
 )
 # What validate_plan mends, so `fix` leaves these to it instead of reporting them.
@@ -255,7 +258,7 @@ def check_edited_plan(
         return EditCheck(False, errors, warnings, None)
     if fix:
         return _fixed(rows, rules, warnings)
-    return EditCheck(True, [], warnings, _as_given(rows, warnings))
+    return EditCheck(True, [], warnings, marked_writes(_as_given(rows, warnings), rules.writing))
 
 
 # How many problems the detail of an `invalid_previous` names; `errors` lists them all.

@@ -260,6 +260,32 @@ class ValidateRequest(BaseModel):
         False, description="Mend what the /plan pipeline mends locally and list it in warnings"
     )
     request_id: RequestId | None = None
+    tools: list[ToolItem] | None = Field(
+        None,
+        min_length=1,
+        description="The tools the plan is over, as /plan takes them, when they are not the "
+        "configured arms: steps name them, each input is checked against its tool's input "
+        "schema, each step says whether it `writes`",
+    )
+    goal: str | None = Field(
+        None,
+        min_length=1,
+        description="The goal the plan is for, as /plan takes it: the validated plan carries "
+        "it, so that /replan can revise the plan sent whole as `previous`",
+    )
+
+    @model_validator(mode="after")
+    def _as_plan_request_takes_them(self) -> Self:
+        # The limits of /plan's fields, checked by /plan's own validators.
+        if self.tools is not None or self.goal is not None:
+            fields = {"goal": self.goal or "-", "tools": self.tools}
+            checked = PlanRequest.model_validate({k: v for k, v in fields.items() if v})
+            self.tools, self.goal = checked.tools, None if self.goal is None else checked.goal
+        return self
+
+    def as_plan_request(self) -> PlanRequest:
+        """The /plan request whose tool set the plan is checked against."""
+        return PlanRequest(goal=self.goal or "Check an edited plan", tools=self.tools)
 
 
 class ValidationProblem(BaseModel):

@@ -18,7 +18,7 @@ never costs a plan: every store operation runs within the request's deadline, wr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol, TypeVar
@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from planner_arm.clock import Clock, Deadline
 from planner_arm.errors import PlanningFailed, PlanNotFound, RequestRejected, StoreUnavailable
+from planner_arm.limits import ArmSpec
 from planner_arm.llm.usage import Usage
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import notes, validated_response, with_warning
@@ -57,7 +58,7 @@ from planner_arm.strategies.expand import Expander
 from planner_arm.strategies.job import Job, PlanListener
 from planner_arm.strategies.prompts import PROMPT_VERSION, SpecializeBrief
 from planner_arm.strategies.replan import Replanner
-from planner_arm.strategies.specialize import Specializer
+from planner_arm.strategies.specialize import Specializer, input_problems
 from planner_arm.strategies.toolbox import RequestToolbox, Toolboxes
 
 R = TypeVar("R", bound=BaseModel)
@@ -324,11 +325,29 @@ class PlanService:
             raise PlanNotFound(f"No plan with id {plan_id!r} is stored (or it has expired).")
         return PlanResponse.model_validate(record["response"])
 
-    async def validate(self, body: ValidateRequest, request_id: str) -> ValidateResponse:
-        # Checking hundreds of steps is CPU work: off the event loop.
-        answer = await to_thread.run_sync(
-            validate_edited, body, self.rules, self.resolver, request_id
-        )
+    async def validate(
+        self, body: ValidateRequest, request_id: str, *, principal: Principal = ANONYMOUS
+    ) -> ValidateResponse:
+        """Every problem of an edited plan, over the configured arms or the body's `tools`
+        (whose tool set is held as a /plan request's is); checking hundreds of steps is CPU
+        work, off the event loop."""
+        if body.tools is None:
+            return self._validation_counted(
+                await to_thread.run_sync(
+                    validate_edited, body, self.rules, self.resolver, request_id
+                )
+            )
+        request = body.as_plan_request()
+        records = self._records(principal)
+        await self.toolboxes.tool_set(request)
+        async with self._held(request, request_id, records) as job:
+            box = job.toolbox
+            answer = await to_thread.run_sync(
+                validate_edited, body, box.rules, box.resolver, request_id, box.box.arms
+            )
+        return self._validation_counted(answer)
+
+    def _validation_counted(self, answer: ValidateResponse) -> ValidateResponse:
         outcome = "valid" if answer.valid else "invalid"
         self.metrics.child(self.metrics.validations, outcome).inc()
         return answer
@@ -544,16 +563,25 @@ def reported_steps(request: ReplanRequest) -> frozenset[int]:
 
 
 def validate_edited(
-    body: ValidateRequest, rules: PlanRules, resolver: ArmResolver, request_id: str
+    body: ValidateRequest,
+    rules: PlanRules,
+    resolver: ArmResolver,
+    request_id: str,
+    tools: Sequence[ArmSpec] = (),
 ) -> ValidateResponse:
-    """POST /plan/validate's answer: every problem, or the plan as /plan would answer it."""
+    """POST /plan/validate's answer: every problem (over `tools`, the inputs' too), or the
+    plan as /plan would answer it, carrying the body's goal."""
     check = check_edited_plan(body.plan, rules, resolver, fix=body.fix)
+    errors = [ValidationProblem(**error.as_dict()) for error in check.errors]
+    if check.steps is not None and tools:
+        errors += [
+            ValidationProblem(code="invalid_input", step=step, message=f"step {step}: {problem}")
+            for step, problem in input_problems(check.steps, tools)
+        ]
     plan = None
-    if check.valid:
+    if check.valid and not errors:
         plan = validated_response(check, request_id=request_id, prompt_version=PROMPT_VERSION)
+        plan = plan.model_copy(update={"goal": body.goal})
     return ValidateResponse(
-        valid=check.valid,
-        errors=[ValidationProblem(**error.as_dict()) for error in check.errors],
-        warnings=notes(check.warnings),
-        plan=plan,
+        valid=plan is not None, errors=errors, warnings=notes(check.warnings), plan=plan
     )
