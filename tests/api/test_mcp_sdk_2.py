@@ -1,7 +1,6 @@
-"""The MCP server on mcp 2.x: `planner-arm mcp` run by a Python whose SDK is 2.x (installed from
-PyPI into a virtual environment of pytest's cache, the service's other dependencies at the
-versions constraints.txt pins), spoken to over stdio by the 1.x client of these tests, answers
-what the server on 1.x answers in process: the same tools and schemas, plans, error texts,
+"""The MCP server on mcp 2.x: `planner-arm mcp` run by a Python whose SDK is 2.x
+(support/mcp_sdk.py), spoken to over stdio by the 1.x client of these tests, answers what the
+server on 1.x answers in process: the same tools and schemas, plans, error texts,
 progress and resources."""
 
 from __future__ import annotations
@@ -9,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import sysconfig
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,6 +22,7 @@ from mcp.types import TextContent, TextResourceContents
 
 from planner_arm.api.mcp_server import build_mcp_server
 from support.factories import make_service
+from support.mcp_sdk import python_with_mcp_2
 
 pytestmark = pytest.mark.slow
 
@@ -34,31 +32,6 @@ _WHICH = (
     "import importlib.metadata as m, planner_arm.api.mcp_server as s; "
     "print(m.version('mcp'), s.__file__)"
 )
-
-
-def python_with_mcp_2(cache: pytest.Cache) -> Path:
-    """A Python with mcp>=2 of its own that imports the service from this checkout and its
-    other dependencies from this environment: made once (about a minute and a half)."""
-    venv = cache.mkdir("mcp2-server-venv")
-    python = venv / "bin" / "python"
-    if not (venv / "ready").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        pins = (REPO / "constraints.txt").read_text().splitlines()
-        constraints = venv / "constraints.txt"
-        constraints.write_text("\n".join(p for p in pins if not p.startswith("mcp==")) + "\n")
-        install = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        subprocess.run([*install, "mcp>=2", "-c", str(constraints)], check=True, timeout=900)
-        (venv / "ready").write_text("")
-    # After its own site-packages, so its mcp (and what only 2.x needs) comes first.
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    ours = [str(REPO / "src"), sysconfig.get_paths()["purelib"]]
-    (Path(site) / "planner_arm_checkout.pth").write_text("\n".join(ours) + "\n")
-    return python
 
 
 @asynccontextmanager
