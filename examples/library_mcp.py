@@ -9,6 +9,7 @@ where the server class is `FastMCP`) and with mcp 2.x (where it is `MCPServer`).
 hold fails the first time, as a busy service does, so that the agents show a replan.
 """
 
+import logging
 from enum import StrEnum
 
 from pydantic import BaseModel
@@ -109,4 +110,5 @@ for tool in (search_books, find_member, place_hold):
     server.add_tool(tool)
 
 if __name__ == "__main__":
+    logging.disable(logging.INFO)  # the SDK logs every request it serves
     server.run()
