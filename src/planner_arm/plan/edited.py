@@ -255,7 +255,7 @@ def check_edited_plan(
         return EditCheck(False, errors, warnings, None)
     if fix:
         return _fixed(rows, rules, warnings)
-    return EditCheck(True, [], warnings, _as_given(rows, warnings))
+    return EditCheck(True, [], warnings, rules.marked(_as_given(rows, warnings)))
 
 
 # How many problems the detail of an `invalid_previous` names; `errors` lists them all.

@@ -495,7 +495,7 @@ def _validated(
     kept_first = [finished[n] for n in sorted(finished)]
     drafts = [_draft_of(step) for step in kept_first]
     drafts += [_numbered_draft(work[index], temp[index], temp) for index in order]
-    relaxed = PlanRules(1, max(len(drafts), 1), False, rules.arm_ids)
+    relaxed = PlanRules(1, max(len(drafts), 1), False, rules.arm_ids, writing=rules.writing)
     labels = {str(temp[index]): work[index].label.removeprefix("step ") for index in order}
     try:
         valid = validate_plan(DraftPlan(drafts), relaxed)

@@ -24,6 +24,7 @@ from planner_arm.plan.dag import (
 )
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
 from planner_arm.plan.schemas import PlanStep
+from planner_arm.plan.tool_traits import writes
 
 __all__ = ["ERROR_CODES", "JUDGE_ACTION", "REPAIR_CODES", "PlanRules", "ValidPlan", "validate_plan"]
 
@@ -73,6 +74,9 @@ class PlanRules:
     resources: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(
         default_factory=dict, compare=False
     )
+    # Of a caller's tools: whether each one writes (`tool_traits.writes`). A step over one
+    # says so in `writes`, whatever a model or a caller wrote there; a built-in arm's says null.
+    writing: Mapping[str, bool] = field(default_factory=dict, compare=False)
     # agents: the built-in agents' rules (a final check); tools: a plan of tool calls.
     profile: Profile = field(init=False, compare=False)
 
@@ -98,6 +102,20 @@ class PlanRules:
             if arm.consumes or arm.produces
         }
         return replace(self, resources=typed) if typed else self
+
+    def with_writes(self, tools: Sequence[ArmSpec]) -> PlanRules:
+        """These rules over a caller's `tools`: each step over one says whether it writes."""
+        return replace(self, writing={tool.id: writes(tool) for tool in tools})
+
+    def marked(self, steps: Sequence[PlanStep]) -> list[PlanStep]:
+        """`steps`, each saying whether its tool writes (`writing`; null for a built-in arm),
+        whatever it said before: the one place a step's `writes` is set."""
+        return [
+            step
+            if step.writes is (found := self.writing.get(step.required_arm))
+            else step.model_copy(update={"writes": found})
+            for step in steps
+        ]
 
     @classmethod
     def for_arms(cls, planning: PlanningSettings, arm_ids: Sequence[str]) -> PlanRules:
@@ -184,7 +202,7 @@ def validate_plan(draft: DraftPlan, rules: PlanRules) -> ValidPlan:
 
     number_of = {pos: new for new, pos in enumerate(order, 1)}
     repairs.extend(_order_repairs(given, order, number_of, names))
-    steps = _plan_steps(draft, work, order, number_of)
+    steps = rules.marked(_plan_steps(draft, work, order, number_of))
     _close_with_judge(steps, needs_judge, rules, repairs)
     return ValidPlan(steps=steps, repairs=repairs)
 
@@ -238,7 +256,6 @@ def _plan_steps(
             estimated_duration_seconds=work[pos].duration,
             parent=draft.steps[pos].parent,
             input=draft.steps[pos].input,
-            writes=draft.steps[pos].writes,
         )
         for new, pos in enumerate(order, 1)
     ]

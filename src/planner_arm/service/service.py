@@ -231,6 +231,7 @@ class PlanService:
         self, job: Job[ReplanRequest], previous: PlanResponse, replan_count: int, verified: bool
     ) -> PlanResponse:
         request = job.request
+        previous = marked(previous, job.toolbox.rules)
         # Refuse a bad request (unknown steps, the replan limit) before any model call.
         scope = self.replanner.scope(job, previous, replan_count)
         response = await self.replanner.replan(job, previous, scope, replan_count)
@@ -268,6 +269,7 @@ class PlanService:
 
     async def _expansion(self, job: Job[ExpandRequest], previous: PlanResponse) -> PlanResponse:
         request = job.request
+        previous = marked(previous, job.toolbox.rules)
         self.expander.check(job, previous)  # refuse a bad request before any call
         response = await self.expander.expand(job, previous)
         # A plan with inputs keeps them whole: the new steps get one, and the inputs that
@@ -486,6 +488,12 @@ def job_of(
         for warning in request.tool_warnings:
             job.notes.warn_once(warning)
     return job
+
+
+def marked(previous: PlanResponse, rules: PlanRules) -> PlanResponse:
+    """A plan sent back, each step saying whether it writes as the tools it is planned over
+    say (what the caller or an earlier tool set said is not kept)."""
+    return previous.model_copy(update={"plan": rules.marked(previous.plan)})
 
 
 def replan_goal(

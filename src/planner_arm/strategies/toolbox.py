@@ -213,11 +213,16 @@ def build_toolbox(
     confidence: float,
     examples: ExampleIndex,
     shared: SharedWork | None = None,
+    *,
+    callers: bool = False,
 ) -> Toolbox:
     """The toolbox of `arms`, weighed (`base_weight`: what it holds of its own, not the
-    settings, the examples or the work it shares with other tool sets)."""
+    settings, the examples or the work it shares with other tool sets). `callers`: the arms
+    are a request's tools, whose steps say whether they write."""
     ids = [arm.id for arm in arms]
     rules = PlanRules.for_arms(planning, ids).with_resources(arms)
+    if callers:
+        rules = rules.with_writes(arms)
     tools = profile_of(planning, ids) == "tools"
     notes = examples.notes(ids) if tools else None
     resolver = ArmResolver(arms, aliases, tools=tools, tool_notes=notes, shared=shared)
@@ -399,6 +404,7 @@ class Toolboxes:
                 self._confidence,
                 self._examples,
                 self.shared,
+                callers=True,
             )
             lane = self.shared.lane
             box = await to_thread.run_sync(lane.run, build)
