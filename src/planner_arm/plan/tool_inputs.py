@@ -22,7 +22,7 @@ from jsonschema.exceptions import SchemaError, ValidationError  # type: ignore[i
 
 from planner_arm.errors import PlanValidationError
 from planner_arm.limits import ArmSpec
-from planner_arm.plan.inputs import input_schema, reference_problems
+from planner_arm.plan.inputs import StepOutputs, input_schema, reference_problems
 from planner_arm.tool_schema import SchemaProblem, reference_targets
 
 NEEDS = "human_or_model"
@@ -302,15 +302,21 @@ def known_arguments(schema: ToolSchema, data: Mapping[str, Any]) -> dict[str, An
     return {key: value for key, value in data.items() if key in properties}
 
 
-def check_tool_input(schema: ToolSchema, data: object, earlier: frozenset[int]) -> dict[str, Any]:
+def check_tool_input(
+    schema: ToolSchema,
+    data: object,
+    earlier: frozenset[int],
+    outputs: StepOutputs | None = None,
+) -> dict[str, Any]:
     """`data` as the arguments of a call of the tool whose input schema is `schema`: the keys
     the schema does not name dropped, the rest valid against it, its step references only to
-    `earlier` steps; else PlanValidationError `invalid_input` listing every problem."""
+    `earlier` steps and, into the result of one whose tool has an output schema (`outputs`),
+    only to fields it has; else PlanValidationError `invalid_input` listing every problem."""
     if not isinstance(data, dict):
         detail = f"the input must be a JSON object, not {type(data).__name__}"
         raise PlanValidationError(detail, code="invalid_input", errors=[detail])
     arguments = known_arguments(schema, data)
-    problems = schema.problems(arguments) or reference_problems(arguments, earlier)
+    problems = schema.problems(arguments) or reference_problems(arguments, earlier, outputs)
     if problems:
         raise PlanValidationError("; ".join(problems), code="invalid_input", errors=problems)
     return arguments

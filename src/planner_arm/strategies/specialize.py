@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal
 
 from anyio import to_thread
@@ -34,7 +34,8 @@ from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.dag import ancestors, ancestors_of_each
 from planner_arm.plan.edited import check_sent_back
 from planner_arm.plan.endpoint_schemas import SpecializeResponse
-from planner_arm.plan.inputs import check_input, input_schema
+from planner_arm.plan.inputs import StepOutputs, check_input, input_schema
+from planner_arm.plan.output_fields import OutputFields
 from planner_arm.plan.schemas import EstimatedCost, PlanNote, PlanResponse, PlanStep
 from planner_arm.plan.tool_inputs import CheckBudget, ToolSchema, check_tool_input, tool_schema
 from planner_arm.plan.unsourced import Sources, texts_of, unsourced_values
@@ -62,13 +63,15 @@ class FilledInput:
 @dataclass(frozen=True)
 class StepToFill:
     """What a filler needs to know about one step: it, the plan's goal, the steps it may
-    read (those it depends on, directly or not) and, for a tool that has one, the JSON
-    Schema of its arguments (None: the arm's own input model)."""
+    read (those it depends on, directly or not), for a tool that has one, the JSON Schema of
+    its arguments (None: the arm's own input model), and the fields of the results of the
+    steps it may read whose tools have an output schema (`outputs`, by step number)."""
 
     step: PlanStep
     brief: SpecializeBrief
     earlier: Sequence[PlanStep]
     tool_schema: ToolSchema | None = None
+    outputs: StepOutputs = field(default_factory=dict)
 
     @property
     def earlier_ids(self) -> frozenset[int]:
@@ -77,14 +80,30 @@ class StepToFill:
     def checked(self, data: object) -> dict[str, Any]:
         """`data` as this step's input, or PlanValidationError `invalid_input`."""
         if self.tool_schema is not None:
-            return check_tool_input(self.tool_schema, data, self.earlier_ids)
-        return check_input(self.step.required_arm, data, self.earlier_ids)
+            return check_tool_input(self.tool_schema, data, self.earlier_ids, self.outputs)
+        return check_input(self.step.required_arm, data, self.earlier_ids, self.outputs)
 
     def by_rule(self) -> dict[str, Any]:
         if self.tool_schema is None:
             return rule_input(self.step)
         brief = self.brief
-        return rule_tool_input(self.step, self.tool_schema, brief.goal, brief.context, self.earlier)
+        return rule_tool_input(
+            self.step, self.tool_schema, brief.goal, brief.context, self.earlier, self.outputs
+        )
+
+
+def step_outputs(
+    earlier: Sequence[PlanStep], fields: Mapping[str, OutputFields]
+) -> dict[int, OutputFields]:
+    """The fields of each of the `earlier` steps' results whose tool has an output schema."""
+    return {item.step: fields[item.required_arm] for item in earlier if item.required_arm in fields}
+
+
+def output_fields(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, OutputFields]:
+    """The fields of the result of each arm of `used` that has an output schema (a caller's
+    MCP tools); the other arms' are not read."""
+    found = {arm.id: OutputFields.of(arm.output_schema) for arm in arms if arm.id in used}
+    return {arm: fields for arm, fields in found.items() if fields is not None}
 
 
 def tool_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, ToolSchema]:
@@ -123,7 +142,9 @@ class Specializer:
         by_id = {step.step: step for step in steps}
         earlier = ancestors_of_each(steps)
         used = {step.required_arm for step in steps}
-        schemas = await to_thread.run_sync(tool_schemas, job.toolbox.box.arms, used)
+        arms = job.toolbox.box.arms
+        schemas = await to_thread.run_sync(tool_schemas, arms, used)
+        fields = await to_thread.run_sync(output_fields, arms, used)
         work = job.beside()
         slots = asyncio.Semaphore(self.max_concurrency)
         notes: list[tuple[int, PlanNote]] = []
@@ -132,12 +153,13 @@ class Specializer:
         async def fill(step: PlanStep) -> PlanStep:
             if step.step in finished:
                 return step
-            ids = earlier.get(step.step, frozenset())
+            before = [by_id[number] for number in sorted(earlier.get(step.step, ()))]
             target = StepToFill(
                 step,
                 brief,
-                [by_id[number] for number in sorted(ids)],
+                before,
                 schemas.get(step.required_arm),
+                step_outputs(before, fields),
             )
             if step.input is not None:
                 try:
@@ -179,10 +201,11 @@ class Specializer:
         if step is None:
             detail = f"the plan has no step {number} (its steps are {sorted(by_id)})"
             raise RequestRejected(detail, code="unknown_step")
-        ids = ancestors(plan.plan, number)
+        before = [by_id[item] for item in sorted(ancestors(plan.plan, number))]
         schemas = await to_thread.run_sync(tool_schemas, arms, {step.required_arm})
+        fields = await to_thread.run_sync(output_fields, arms, {i.required_arm for i in before})
         schema = schemas.get(step.required_arm)
-        target = StepToFill(step, brief, [by_id[item] for item in sorted(ids)], schema)
+        target = StepToFill(step, brief, before, schema, step_outputs(before, fields))
         filled = await self.fill(job.quiet(), target)
         return SpecializeResponse(
             plan_id=plan.plan_id,
@@ -232,7 +255,9 @@ class Specializer:
             return target.checked(data)
 
         return Question(
-            specialize_messages(step.required_arm, schema, target.brief, step, target.earlier),
+            specialize_messages(
+                step.required_arm, schema, target.brief, step, target.earlier, target.outputs
+            ),
             read,
             specialize_repair,
             answer_schema=AnswerSchema(
