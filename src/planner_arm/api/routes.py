@@ -144,7 +144,8 @@ def _planning_router(settings: Settings) -> APIRouter:
         body: ValidateRequest, request: Request, caller: PlanningDep
     ) -> ValidateResponse:
         """Check an edited plan without calling a model: every problem at once."""
-        return await caller.plans.validate(body, request_id_for(request.scope, body.request_id))
+        request_id = request_id_for(request.scope, body.request_id)
+        return await caller.plans.validate(body, request_id, principal=caller.principal)
 
     async def get_plan(plan_id: str, request: Request, caller: PlanningDep) -> Response:
         """A plan answered by /plan or /replan, as it was given, while its TTL lasts; with

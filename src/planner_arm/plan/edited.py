@@ -200,6 +200,9 @@ EDIT_ERROR_CODES = frozenset(
         "bad_duration",
         "no_final_check",
         "invalid_step",
+        # Over a request's tools: arguments its tool refuses, a reference or a path that names
+        # nothing.
+        "invalid_input",
     }
 )
 # What validate_plan mends, so `fix` leaves these to it instead of reporting them.

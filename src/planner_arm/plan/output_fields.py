@@ -10,11 +10,13 @@ fields), whatever the schema holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from planner_arm.limits import ArmSpec
+from planner_arm.plan.schemas import PlanStep
 from planner_arm.tool_schema import SchemaProblem, reference_targets
 
 MAX_DEPTH = 6
@@ -138,6 +140,20 @@ class OutputFields:
                     return None
             where += f"[{part}]" if isinstance(part, int) else f".{part}"
         return None
+
+
+def output_fields(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, OutputFields]:
+    """The fields of the result of each arm of `used` that has an output schema (a caller's
+    MCP tools); the other arms' are not read."""
+    found = {arm.id: OutputFields.of(arm.output_schema) for arm in arms if arm.id in used}
+    return {arm: fields for arm, fields in found.items() if fields is not None}
+
+
+def step_outputs(
+    earlier: Sequence[PlanStep], fields: Mapping[str, OutputFields]
+) -> dict[int, OutputFields]:
+    """The fields of each of the `earlier` steps' results whose tool has an output schema."""
+    return {item.step: fields[item.required_arm] for item in earlier if item.required_arm in fields}
 
 
 def _no_field(where: str, name: str, names: list[str]) -> str:

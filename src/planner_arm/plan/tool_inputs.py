@@ -10,7 +10,7 @@ and `instruction` what the call is for.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
@@ -22,7 +22,10 @@ from jsonschema.exceptions import SchemaError, ValidationError  # type: ignore[i
 
 from planner_arm.errors import PlanValidationError
 from planner_arm.limits import ArmSpec
-from planner_arm.plan.inputs import StepOutputs, input_schema, reference_problems
+from planner_arm.plan.dag import ancestors_of_each
+from planner_arm.plan.inputs import StepOutputs, check_input, input_schema, reference_problems
+from planner_arm.plan.output_fields import output_fields, step_outputs
+from planner_arm.plan.schemas import PlanStep
 from planner_arm.tool_schema import SchemaProblem, reference_targets
 
 NEEDS = "human_or_model"
@@ -332,3 +335,40 @@ def needs_input(
         "arguments": dict(arguments),
         "instruction": instruction,
     }
+
+
+def step_input_problems(
+    steps: Sequence[PlanStep], tools: Sequence[ArmSpec]
+) -> list[tuple[int, str]]:
+    """Each problem of the inputs of `steps`, a plan over `tools`, by step number: arguments
+    its tool's input schema refuses (a tool without one: the generic input's), a reference
+    to a step it does not depend on or a path the producing tool's result lacks. A step
+    without an input has none; one that says what it `needs` has only its `arguments`'
+    references checked."""
+    used = {step.required_arm for step in steps}
+    budget = CheckBudget()
+    schemas = {tool.id: tool_schema(tool.input_schema, budget) for tool in tools if tool.id in used}
+    fields = output_fields(tools, used)
+    by_id = {step.step: step for step in steps}
+    earlier = ancestors_of_each(steps)
+    problems: list[tuple[int, str]] = []
+    for step in steps:
+        if step.input is None:
+            continue
+        ids = earlier.get(step.step, frozenset())
+        outputs = step_outputs([by_id[number] for number in sorted(ids)], fields)
+        schema = schemas.get(step.required_arm)
+        try:
+            if step.input.get("needs") == NEEDS:
+                arguments = step.input.get("arguments")
+                given = arguments if isinstance(arguments, dict) else {}
+                problems += [
+                    (step.step, found) for found in reference_problems(given, ids, outputs)
+                ]
+            elif schema is not None:
+                check_tool_input(schema, step.input, ids, outputs)
+            else:
+                check_input(step.required_arm, step.input, ids, outputs)
+        except PlanValidationError as error:
+            problems += [(step.step, problem) for problem in error.errors]
+    return problems

@@ -18,7 +18,7 @@ never costs a plan: every store operation runs within the request's deadline, wr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, Protocol, TypeVar
@@ -28,11 +28,12 @@ from pydantic import BaseModel
 
 from planner_arm.clock import Clock, Deadline
 from planner_arm.errors import PlanningFailed, PlanNotFound, RequestRejected, StoreUnavailable
+from planner_arm.limits import ArmSpec
 from planner_arm.llm.usage import Usage
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import notes, validated_response, with_warning
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.edited import check_edited_plan
+from planner_arm.plan.edited import EditCheck, EditError, check_edited_plan
 from planner_arm.plan.endpoint_schemas import (
     ExpandRequest,
     ReplanRequest,
@@ -43,6 +44,7 @@ from planner_arm.plan.endpoint_schemas import (
     ValidationProblem,
 )
 from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse
+from planner_arm.plan.tool_inputs import step_input_problems
 from planner_arm.plan.tools import arm_specs
 from planner_arm.plan.unsourced import texts_of
 from planner_arm.plan.validation import PlanRules
@@ -326,11 +328,24 @@ class PlanService:
             raise PlanNotFound(f"No plan with id {plan_id!r} is stored (or it has expired).")
         return PlanResponse.model_validate(record["response"])
 
-    async def validate(self, body: ValidateRequest, request_id: str) -> ValidateResponse:
+    async def validate(
+        self, body: ValidateRequest, request_id: str, *, principal: Principal = ANONYMOUS
+    ) -> ValidateResponse:
+        """The edited plan checked over the configured arms, or over the request's tools
+        (their tool set built, or taken from those kept, as /plan's). Nothing is stored."""
+        planned = body.as_planned
         # Checking hundreds of steps is CPU work: off the event loop.
-        answer = await to_thread.run_sync(
-            validate_edited, body, self.rules, self.resolver, request_id
-        )
+        if planned is None or planned.tools is None:
+            answer = await to_thread.run_sync(
+                validate_edited, body, self.rules, self.resolver, request_id
+            )
+        else:
+            deadline = self._records(principal).deadline
+            await self.toolboxes.tool_set(planned)
+            async with self.toolboxes.held(planned, principal.id, deadline) as box:
+                answer = await to_thread.run_sync(
+                    validate_edited, body, box.rules, box.resolver, request_id, box.arms
+                )
         outcome = "valid" if answer.valid else "invalid"
         self.metrics.child(self.metrics.validations, outcome).inc()
         return answer
@@ -552,13 +567,25 @@ def reported_steps(request: ReplanRequest) -> frozenset[int]:
 
 
 def validate_edited(
-    body: ValidateRequest, rules: PlanRules, resolver: ArmResolver, request_id: str
+    body: ValidateRequest,
+    rules: PlanRules,
+    resolver: ArmResolver,
+    request_id: str,
+    tools: Sequence[ArmSpec] | None = None,
 ) -> ValidateResponse:
-    """POST /plan/validate's answer: every problem, or the plan as /plan would answer it."""
+    """POST /plan/validate's answer: every problem, or the plan as /plan would answer it,
+    with the goal and constraints sent. Over `tools`, the steps' inputs are checked too."""
     check = check_edited_plan(body.plan, rules, resolver, fix=body.fix)
+    if check.valid and check.steps and tools is not None:
+        errors = [
+            EditError("invalid_input", number, f"step {number}: {problem}")
+            for number, problem in step_input_problems(check.steps, tools)
+        ]
+        check = EditCheck(False, errors, check.warnings, None) if errors else check
     plan = None
     if check.valid:
         plan = validated_response(check, request_id=request_id, prompt_version=PROMPT_VERSION)
+        plan = plan.model_copy(update={"goal": body.goal, "constraints": body.constraints or []})
     return ValidateResponse(
         valid=check.valid,
         errors=[ValidationProblem(**error.as_dict()) for error in check.errors],

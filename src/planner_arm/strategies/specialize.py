@@ -35,7 +35,7 @@ from planner_arm.plan.dag import ancestors, ancestors_of_each
 from planner_arm.plan.edited import check_sent_back
 from planner_arm.plan.endpoint_schemas import SpecializeResponse
 from planner_arm.plan.inputs import StepOutputs, check_input, input_schema
-from planner_arm.plan.output_fields import OutputFields
+from planner_arm.plan.output_fields import output_fields, step_outputs
 from planner_arm.plan.schemas import EstimatedCost, PlanNote, PlanResponse, PlanStep
 from planner_arm.plan.tool_inputs import CheckBudget, ToolSchema, check_tool_input, tool_schema
 from planner_arm.plan.unsourced import Sources, texts_of, unsourced_values
@@ -90,20 +90,6 @@ class StepToFill:
         return rule_tool_input(
             self.step, self.tool_schema, brief.goal, brief.context, self.earlier, self.outputs
         )
-
-
-def step_outputs(
-    earlier: Sequence[PlanStep], fields: Mapping[str, OutputFields]
-) -> dict[int, OutputFields]:
-    """The fields of each of the `earlier` steps' results whose tool has an output schema."""
-    return {item.step: fields[item.required_arm] for item in earlier if item.required_arm in fields}
-
-
-def output_fields(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, OutputFields]:
-    """The fields of the result of each arm of `used` that has an output schema (a caller's
-    MCP tools); the other arms' are not read."""
-    found = {arm.id: OutputFields.of(arm.output_schema) for arm in arms if arm.id in used}
-    return {arm: fields for arm, fields in found.items() if fields is not None}
 
 
 def tool_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, ToolSchema]:
