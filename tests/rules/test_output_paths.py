@@ -230,3 +230,25 @@ def test_a_schema_that_refers_to_itself_is_read_within_the_bounds() -> None:
     found = fields(tree).fields
     assert 0 < len(found) <= 200
     assert max(len(item.path) for item in found) <= 12
+
+
+def test_a_value_that_is_one_reference_stands_for_a_value_of_any_type() -> None:
+    credits = {
+        "name": "get_movie_credits",
+        "description": "The cast of a movie, by its movie id",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"movie_id": {"type": "integer"}, "limit": {"type": "integer"}},
+            "required": ["movie_id"],
+        },
+    }
+    found = {"type": "object", "properties": {"results": {"type": "array", "items": {
+        "type": "object", "properties": {"movie_id": {"type": "integer"}}}}}}  # fmt: skip
+    earlier = [(step(1, "search_movie", "Search for Heat"), found)]
+    assert filled(credits, earlier) == {"movie_id": "{{steps.1.output.results[0].movie_id}}"}
+    schema = checkable(credits["inputSchema"])
+    with pytest.raises(PlanValidationError) as refused:
+        check_tool_input(schema, {"movie_id": "{{steps.1.output}} and more"}, frozenset({1}))
+    assert refused.value.errors == [
+        "movie_id: '{{steps.1.output}} and more' is not of type 'integer'"
+    ]

@@ -23,7 +23,13 @@ from jsonschema.exceptions import SchemaError, ValidationError  # type: ignore[i
 from planner_arm.errors import PlanValidationError
 from planner_arm.limits import ArmSpec
 from planner_arm.plan.dag import ancestors_of_each
-from planner_arm.plan.inputs import StepOutputs, check_input, input_schema, reference_problems
+from planner_arm.plan.inputs import (
+    StepOutputs,
+    check_input,
+    input_schema,
+    reference_problems,
+    whole_reference,
+)
 from planner_arm.plan.output_fields import output_fields, step_outputs
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.tool_schema import SchemaProblem, reference_targets
@@ -112,7 +118,8 @@ class ToolSchema:
         return {}
 
     def problems(self, value: Any) -> list[str]:
-        """Each way `value` breaks the schema, as "where: what" (at most MAX_PROBLEMS)."""
+        """Each way `value` breaks the schema, as "where: what" (at most MAX_PROBLEMS); a
+        string that is one step reference fits wherever it stands."""
         return self._run(self._validator, value)
 
     def fits(self, spec: Any, value: Any) -> bool:
@@ -167,6 +174,10 @@ def step_input_schema(arm: ArmSpec) -> dict[str, Any]:
 def _problems(errors: Iterator[Any]) -> list[str]:
     found = []
     for error in errors:
+        if isinstance(error.instance, str) and whole_reference(error.instance) is not None:
+            # A value that is one reference stands for an earlier output, of whatever type
+            # the argument takes: the runner puts the value there.
+            continue
         where = ".".join(str(part) for part in error.path) or "input"
         found.append((list(error.path), f"{where}: {error.message[:_MAX_MESSAGE_CHARS]}"))
         if len(found) == MAX_PROBLEMS:
