@@ -40,6 +40,7 @@ CLIENT_MODULES = {
     "planner_arm.plan",
     # The reference grammar `{{steps.N.output...}}` the runner resolves (pydantic only).
     "planner_arm.plan.inputs",
+    "planner_arm.plan.output_fields",
     "planner_arm.plan.tools",
     # What a tool's schema may hold: the standard library only, read as the tools are.
     "planner_arm.tool_schema",

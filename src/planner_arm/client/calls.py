@@ -237,16 +237,23 @@ def validate(
     *,
     tools: Sequence[ToolLike] | None = None,
     goal: str | None = None,
+    constraints: Sequence[str] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> Call[ValidateResponse]:
     """POST /plan/validate: every problem of an edited plan (no model call); with `fix`,
-    what /plan would mend is mended and listed in `warnings`. Over `tools` (as `plan` takes
-    them) the steps name those tools and their inputs are checked against their schemas;
-    the validated plan carries `goal`, so that `replan(previous=...)` can revise it."""
+    what /plan would mend is mended and listed in `warnings`. Over `tools` (the plan's, as
+    `plan` takes them) the steps' tools and inputs are checked against them; the valid plan
+    carries `goal` and `constraints`, so it can be replanned as `previous` with the same
+    `tools`."""
     body: dict[str, Any] = {"plan": [_json(step) for step in steps], "fix": fix}
     if tools is not None:
         body["tools"] = [tool_json(tool) for tool in tools]
     if goal is not None:
         body["goal"] = goal
+    if constraints is not None:
+        body["constraints"] = list(constraints)
+    if context is not None:
+        body["context"] = dict(context)
     return Call("POST", "/plan/validate", ValidateResponse, body)
 
 

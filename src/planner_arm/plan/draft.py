@@ -29,6 +29,8 @@ class DraftStep:
     # Carried to the PlanStep as they are: the node a step details, its arm's input.
     parent: str | None = None
     input: dict[str, Any] | None = None
+    # Read back from a PlanStep; the rules set a validated step's own (`PlanRules.marked`).
+    writes: bool | None = None
     # hierarchical: the model marked the step as too big for one go, to be expanded again.
     compound: bool = False
 

@@ -36,7 +36,6 @@ from planner_arm.plan.validation import (
     MIN_COST_TIER,
     MIN_DURATION_SECONDS,
     PlanRules,
-    marked_writes,
     validate_plan,
 )
 
@@ -201,7 +200,8 @@ EDIT_ERROR_CODES = frozenset(
         "bad_duration",
         "no_final_check",
         "invalid_step",
-        # Over a caller's tools: an input that breaks its tool's schema (the service checks it).
+        # Over a request's tools: arguments its tool refuses, a reference or a path that names
+        # nothing.
         "invalid_input",
     }
 )
@@ -258,7 +258,7 @@ def check_edited_plan(
         return EditCheck(False, errors, warnings, None)
     if fix:
         return _fixed(rows, rules, warnings)
-    return EditCheck(True, [], warnings, marked_writes(_as_given(rows, warnings), rules.writing))
+    return EditCheck(True, [], warnings, rules.marked(_as_given(rows, warnings)))
 
 
 # How many problems the detail of an `invalid_previous` names; `errors` lists them all.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, model_validator
 
 from planner_arm.limits import LimitsSettings
 from planner_arm.plan.schemas import (
@@ -229,7 +229,9 @@ MAX_EDITED_STEPS = 200
 
 
 class ValidateRequest(BaseModel):
-    """An edited plan: steps in the /plan step shape, checked as they are (or mended: `fix`)."""
+    """An edited plan: steps in the /plan step shape, checked as they are (or mended: `fix`),
+    over the configured arms or the caller's `tools`; the plan's `goal`, `constraints` and
+    `context` are carried by the validated plan, so it can be replanned as `previous`."""
 
     model_config = _closed_with_examples(
         {
@@ -264,28 +266,46 @@ class ValidateRequest(BaseModel):
         None,
         min_length=1,
         description="The tools the plan is over, as /plan takes them, when they are not the "
-        "configured arms: steps name them, each input is checked against its tool's input "
-        "schema, each step says whether it `writes`",
+        "configured arms: each step's tool must be one of them, its input the arguments its "
+        "input schema takes (references to earlier steps' outputs checked too), and each step "
+        "says whether it writes",
     )
     goal: str | None = Field(
         None,
         min_length=1,
-        description="The goal the plan is for, as /plan takes it: the validated plan carries "
-        "it, so that /replan can revise the plan sent whole as `previous`",
+        max_length=MAX_GOAL_CHARS,
+        description="The plan's goal: the validated plan carries it, so it can be replanned "
+        "as `previous`",
     )
+    constraints: list[str] | None = Field(
+        None,
+        max_length=PlanRequest.limits.max_constraints,
+        description="The plan's constraints, as /plan takes them; carried by the validated plan",
+        json_schema_extra=_SPECIALIZE_FIELDS["constraints"][1].json_schema_extra,
+    )
+    context: dict[str, Any] | None = Field(
+        None, description="The plan's context, as /plan takes it"
+    )
+    # The fields above as /plan reads them (its limits, its tool shapes): what the tools are
+    # built from, as a /plan request's are.
+    _as_planned: PlanRequest | None = PrivateAttr(None)
 
     @model_validator(mode="after")
     def _as_plan_request_takes_them(self) -> Self:
-        # The limits of /plan's fields, checked by /plan's own validators.
-        if self.tools is not None or self.goal is not None:
-            fields = {"goal": self.goal or "-", "tools": self.tools}
-            checked = PlanRequest.model_validate({k: v for k, v in fields.items() if v})
-            self.tools, self.goal = checked.tools, None if self.goal is None else checked.goal
+        fields = {"constraints": self.constraints, "context": self.context, "tools": self.tools}
+        given = {key: value for key, value in fields.items() if value is not None}
+        if given or self.goal is not None:
+            checked = PlanRequest.model_validate({"goal": self.goal or "-", **given})
+            for key in given:
+                setattr(self, key, getattr(checked, key))
+            self._as_planned = checked
         return self
 
-    def as_plan_request(self) -> PlanRequest:
-        """The /plan request whose tool set the plan is checked against."""
-        return PlanRequest(goal=self.goal or "Check an edited plan", tools=self.tools)
+    @property
+    def as_planned(self) -> PlanRequest | None:
+        """The request's goal, constraints, context and tools as a /plan request; None when
+        it gives none of them."""
+        return self._as_planned
 
 
 class ValidationProblem(BaseModel):

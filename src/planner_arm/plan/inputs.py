@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from planner_arm.errors import PlanValidationError
-from planner_arm.tool_schema import PathPart as PathPart
+from planner_arm.plan.output_fields import OutputFields
 
 # Anything that looks like a template; the strict form below is the only valid one.
 _TEMPLATE = re.compile(r"\{\{(.*?)\}\}", re.S)
@@ -30,6 +30,8 @@ _PART = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[(\d{1,9})\]")
 _REFERENCE = re.compile(r"\s*steps\.(\d+)\.output((?:\.[A-Za-z_][A-Za-z0-9_-]*|\[\d{1,9}\])*)\s*")
 STEP_LIST_FIELDS = ("inputs_from",)
 MAX_PATH_PARTS = 32
+
+PathPart = str | int
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,17 @@ def _strings(value: Any) -> Iterable[str]:
             yield from _strings(item)
 
 
-def reference_problems(value: dict[str, Any], earlier: frozenset[int]) -> list[str]:
-    """Each reference in an input that a step with these `earlier` steps may not make."""
+# The output schemas of the earlier steps' tools, by step number: what a path is checked
+# against (a step whose tool has none is not in it).
+StepOutputs = Mapping[int, OutputFields]
+
+
+def reference_problems(
+    value: dict[str, Any], earlier: frozenset[int], outputs: StepOutputs | None = None
+) -> list[str]:
+    """Each reference in an input that a step with these `earlier` steps may not make, and
+    each path into an earlier output that its tool's output schema (`outputs`) says names
+    nothing ("steps.2.output has no field 'isbn' (it has books)")."""
     problems: list[str] = []
     for text in _strings(value):
         for written, found in references_in(text):
@@ -105,6 +116,9 @@ def reference_problems(value: dict[str, Any], earlier: frozenset[int]) -> list[s
                 problems.append(
                     f"{written[:60]} names step {found.step}, which this step does not depend on"
                 )
+            elif found.path and outputs and found.step in outputs:
+                wrong = outputs[found.step].problem(found.path, f"steps.{found.step}.output")
+                problems += [wrong] if wrong else []
     for field in STEP_LIST_FIELDS:
         for number in value.get(field) or []:
             if number not in earlier:
@@ -242,11 +256,14 @@ def input_schema(arm: str) -> dict[str, Any]:
     return copy.deepcopy(_schema(input_model(arm)))
 
 
-def check_input(arm: str, data: object, earlier: frozenset[int]) -> dict[str, Any]:
+def check_input(
+    arm: str, data: object, earlier: frozenset[int], outputs: StepOutputs | None = None
+) -> dict[str, Any]:
     """`data` as a valid input of `arm` (defaults filled, unknown fields dropped, a null given
     for a field that has a default read as that default), or PlanValidationError
     `invalid_input` listing every problem. `earlier` holds the steps this step depends on,
-    directly or not: the only outputs it may refer to."""
+    directly or not: the only outputs it may refer to; `outputs` what their tools' results
+    hold, for the paths into them."""
     if not isinstance(data, dict):
         detail = f"the input must be a JSON object, not {type(data).__name__}"
         raise PlanValidationError(detail, code="invalid_input", errors=[detail])
@@ -267,7 +284,7 @@ def check_input(arm: str, data: object, earlier: frozenset[int]) -> dict[str, An
         raise PlanValidationError(
             "; ".join(problems), code="invalid_input", errors=problems
         ) from None
-    problems = reference_problems(value, earlier)
+    problems = reference_problems(value, earlier, outputs)
     if problems:
         raise PlanValidationError("; ".join(problems), code="invalid_input", errors=problems)
     return value

@@ -10,7 +10,7 @@ and `instruction` what the call is for.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
@@ -22,8 +22,17 @@ from jsonschema.exceptions import SchemaError, ValidationError  # type: ignore[i
 
 from planner_arm.errors import PlanValidationError
 from planner_arm.limits import ArmSpec
-from planner_arm.plan.inputs import input_schema, reference_problems
-from planner_arm.tool_schema import PathPart, SchemaProblem, property_paths, reference_targets
+from planner_arm.plan.dag import ancestors_of_each
+from planner_arm.plan.inputs import (
+    StepOutputs,
+    check_input,
+    input_schema,
+    reference_problems,
+    whole_reference,
+)
+from planner_arm.plan.output_fields import output_fields, step_outputs
+from planner_arm.plan.schemas import PlanStep
+from planner_arm.tool_schema import SchemaProblem, reference_targets
 
 NEEDS = "human_or_model"
 MAX_PROBLEMS = 20
@@ -109,7 +118,8 @@ class ToolSchema:
         return {}
 
     def problems(self, value: Any) -> list[str]:
-        """Each way `value` breaks the schema, as "where: what" (at most MAX_PROBLEMS)."""
+        """Each way `value` breaks the schema, as "where: what" (at most MAX_PROBLEMS); a
+        string that is one step reference fits wherever it stands."""
         return self._run(self._validator, value)
 
     def fits(self, spec: Any, value: Any) -> bool:
@@ -164,6 +174,10 @@ def step_input_schema(arm: ArmSpec) -> dict[str, Any]:
 def _problems(errors: Iterator[Any]) -> list[str]:
     found = []
     for error in errors:
+        if isinstance(error.instance, str) and whole_reference(error.instance) is not None:
+            # A value that is one reference stands for an earlier output, of whatever type
+            # the argument takes: the runner puts the value there.
+            continue
         where = ".".join(str(part) for part in error.path) or "input"
         found.append((list(error.path), f"{where}: {error.message[:_MAX_MESSAGE_CHARS]}"))
         if len(found) == MAX_PROBLEMS:
@@ -302,15 +316,21 @@ def known_arguments(schema: ToolSchema, data: Mapping[str, Any]) -> dict[str, An
     return {key: value for key, value in data.items() if key in properties}
 
 
-def check_tool_input(schema: ToolSchema, data: object, earlier: frozenset[int]) -> dict[str, Any]:
+def check_tool_input(
+    schema: ToolSchema,
+    data: object,
+    earlier: frozenset[int],
+    outputs: StepOutputs | None = None,
+) -> dict[str, Any]:
     """`data` as the arguments of a call of the tool whose input schema is `schema`: the keys
     the schema does not name dropped, the rest valid against it, its step references only to
-    `earlier` steps; else PlanValidationError `invalid_input` listing every problem."""
+    `earlier` steps and, into the result of one whose tool has an output schema (`outputs`),
+    only to fields it has; else PlanValidationError `invalid_input` listing every problem."""
     if not isinstance(data, dict):
         detail = f"the input must be a JSON object, not {type(data).__name__}"
         raise PlanValidationError(detail, code="invalid_input", errors=[detail])
     arguments = known_arguments(schema, data)
-    problems = schema.problems(arguments) or reference_problems(arguments, earlier)
+    problems = schema.problems(arguments) or reference_problems(arguments, earlier, outputs)
     if problems:
         raise PlanValidationError("; ".join(problems), code="invalid_input", errors=problems)
     return arguments
@@ -328,6 +348,38 @@ def needs_input(
     }
 
 
-def output_paths(schema: Any) -> list[tuple[PathPart, ...]]:
-    """The paths of the fields of a tool's output, by its `outputSchema` (`property_paths`)."""
-    return property_paths(schema)
+def step_input_problems(
+    steps: Sequence[PlanStep], tools: Sequence[ArmSpec]
+) -> list[tuple[int, str]]:
+    """Each problem of the inputs of `steps`, a plan over `tools`, by step number: arguments
+    its tool's input schema refuses (a tool without one: the generic input's), a reference
+    to a step it does not depend on or a path the producing tool's result lacks. A step
+    without an input has none; one that says what it `needs` has only its `arguments`'
+    references checked."""
+    used = {step.required_arm for step in steps}
+    budget = CheckBudget()
+    schemas = {tool.id: tool_schema(tool.input_schema, budget) for tool in tools if tool.id in used}
+    fields = output_fields(tools, used)
+    by_id = {step.step: step for step in steps}
+    earlier = ancestors_of_each(steps)
+    problems: list[tuple[int, str]] = []
+    for step in steps:
+        if step.input is None:
+            continue
+        ids = earlier.get(step.step, frozenset())
+        outputs = step_outputs([by_id[number] for number in sorted(ids)], fields)
+        schema = schemas.get(step.required_arm)
+        try:
+            if step.input.get("needs") == NEEDS:
+                arguments = step.input.get("arguments")
+                given = arguments if isinstance(arguments, dict) else {}
+                problems += [
+                    (step.step, found) for found in reference_problems(given, ids, outputs)
+                ]
+            elif schema is not None:
+                check_tool_input(schema, step.input, ids, outputs)
+            else:
+                check_input(step.required_arm, step.input, ids, outputs)
+        except PlanValidationError as error:
+            problems += [(step.step, problem) for problem in error.errors]
+    return problems

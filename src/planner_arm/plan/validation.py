@@ -7,7 +7,7 @@ Steps are named in repair and error details by the numbers the model gave them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from graphlib import CycleError
 from typing import Literal
@@ -24,6 +24,7 @@ from planner_arm.plan.dag import (
 )
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
 from planner_arm.plan.schemas import PlanStep
+from planner_arm.plan.tool_traits import writes
 
 __all__ = ["ERROR_CODES", "JUDGE_ACTION", "REPAIR_CODES", "PlanRules", "ValidPlan", "validate_plan"]
 
@@ -73,9 +74,9 @@ class PlanRules:
     resources: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(
         default_factory=dict, compare=False
     )
-    # Over tools: the ids of those that change something (a step's `writes`); None over the
-    # built-in agents, whose steps say nothing of it.
-    writing: frozenset[str] | None = field(default=None, compare=False)
+    # Of a caller's tools: whether each one writes (`tool_traits.writes`). A step over one
+    # says so in `writes`, whatever a model or a caller wrote there; a built-in arm's says null.
+    writing: Mapping[str, bool] = field(default_factory=dict, compare=False)
     # agents: the built-in agents' rules (a final check); tools: a plan of tool calls.
     profile: Profile = field(init=False, compare=False)
 
@@ -102,9 +103,19 @@ class PlanRules:
         }
         return replace(self, resources=typed) if typed else self
 
-    def with_writing(self, writing: Iterable[str]) -> PlanRules:
-        """These rules over tools, `writing` those that change something."""
-        return replace(self, writing=frozenset(writing))
+    def with_writes(self, tools: Sequence[ArmSpec]) -> PlanRules:
+        """These rules over a caller's `tools`: each step over one says whether it writes."""
+        return replace(self, writing={tool.id: writes(tool) for tool in tools})
+
+    def marked(self, steps: Sequence[PlanStep]) -> list[PlanStep]:
+        """`steps`, each saying whether its tool writes (`writing`; null for a built-in arm),
+        whatever it said before: the one place a step's `writes` is set."""
+        return [
+            step
+            if step.writes is (found := self.writing.get(step.required_arm))
+            else step.model_copy(update={"writes": found})
+            for step in steps
+        ]
 
     @classmethod
     def for_arms(cls, planning: PlanningSettings, arm_ids: Sequence[str]) -> PlanRules:
@@ -191,7 +202,7 @@ def validate_plan(draft: DraftPlan, rules: PlanRules) -> ValidPlan:
 
     number_of = {pos: new for new, pos in enumerate(order, 1)}
     repairs.extend(_order_repairs(given, order, number_of, names))
-    steps = _plan_steps(draft, work, order, number_of, rules.writing)
+    steps = rules.marked(_plan_steps(draft, work, order, number_of))
     _close_with_judge(steps, needs_judge, rules, repairs)
     return ValidPlan(steps=steps, repairs=repairs)
 
@@ -230,11 +241,7 @@ def _order_repairs(
 
 
 def _plan_steps(
-    draft: DraftPlan,
-    work: list[_CheckedStep],
-    order: list[int],
-    number_of: dict[int, int],
-    writing: frozenset[str] | None,
+    draft: DraftPlan, work: list[_CheckedStep], order: list[int], number_of: dict[int, int]
 ) -> list[PlanStep]:
     # The checks already keep PlanStep's constraints, but full validation stays: with
     # pydantic-core it is faster than model_construct (about 1.6 us against 2.8 us a step).
@@ -249,20 +256,8 @@ def _plan_steps(
             estimated_duration_seconds=work[pos].duration,
             parent=draft.steps[pos].parent,
             input=draft.steps[pos].input,
-            writes=None if writing is None else work[pos].arm in writing,
         )
         for new, pos in enumerate(order, 1)
-    ]
-
-
-def marked_writes(steps: list[PlanStep], writing: frozenset[str] | None) -> list[PlanStep]:
-    """`steps` each saying whether its tool writes (`writing`: the tools that do; None: the
-    built-in agents, whose steps say nothing of it), whatever they said before."""
-    return [
-        step.model_copy(
-            update={"writes": None if writing is None else step.required_arm in writing}
-        )
-        for step in steps
     ]
 
 

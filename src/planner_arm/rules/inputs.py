@@ -21,12 +21,14 @@ from planner_arm.plan.inputs import (
     MAX_ITEMS,
     MAX_TEXT_CHARS,
     PathPart,
+    StepOutputs,
     check_input,
     reference,
 )
 from planner_arm.plan.lexicon import STOPWORDS, stem, word_set
+from planner_arm.plan.output_fields import OutputField, OutputFields
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.plan.tool_inputs import ToolSchema, check_tool_input, needs_input, output_paths
+from planner_arm.plan.tool_inputs import ToolSchema, check_tool_input, needs_input
 from planner_arm.plan.tool_traits import FIND_WORDS, ID_WORDS, tokens
 from planner_arm.plan.unsourced import Kind, field_kind
 from planner_arm.rules.given_values import (
@@ -200,15 +202,8 @@ class _Step:
     deps: list[int]
     # Of each step it depends on that is known: the stems of its tool's name, of its action.
     dep_words: dict[int, tuple[frozenset[str], frozenset[str]]]
-    # Of each step it depends on whose tool has an output schema: the paths of its fields.
-    dep_paths: dict[int, list[tuple[PathPart, ...]]]
-
-    def reference_to(self, source: int, name: str, nouns: frozenset[str]) -> str:
-        """The reference to the field of step `source`'s output an argument `name` wants,
-        when its output schema has exactly one (`{{steps.2.output.books[0].book_id}}`); else
-        to its whole output."""
-        path = field_path(self.dep_paths.get(source, []), name, nouns)
-        return reference(source, path or ())
+    # Of the earlier steps whose tools have an output schema: the fields of their results.
+    outputs: StepOutputs
 
     def source_of(self, nouns: frozenset[str]) -> int:
         """The nearest step it depends on whose tool is about one of `nouns` (stems), else
@@ -219,6 +214,12 @@ class _Step:
                 if words is not None and words[which] & nouns:
                     return number
         return self.deps[-1]
+
+    def output(self, number: int, name: str, nouns: Iterable[str] = ()) -> str:
+        """The reference to step `number`'s output that argument `name` takes: the field of
+        that name when the step's tool has an output schema with exactly one (an id argument:
+        the id of its noun, one of `nouns`), else the whole output."""
+        return reference(number, _field_path(name, nouns, self.outputs.get(number)))
 
     @property
     def own(self) -> tuple[Given, ...]:
@@ -234,7 +235,7 @@ def rule_tool_input(
     goal: str | None,
     context: Mapping[str, Any],
     earlier: Sequence[PlanStep] = (),
-    outputs: Mapping[str, Any] | None = None,
+    outputs: StepOutputs | None = None,
 ) -> dict[str, Any]:
     """The arguments of a tool step by rule, valid against the tool's `schema`: each
     argument the request's context names (by name: `movie_id`, `movieId`), each other one a
@@ -242,9 +243,9 @@ def rule_tool_input(
     noun or by its prefix, an e-mail address, URL or phone number, a title next to the
     argument's noun, an enum value, what a search looks for); a required one also from a
     `const`, a single `enum` value or a `default`, or for an id the output of the step it
-    depends on (of the `earlier` steps, the nearest whose tool is about the id's noun; the
-    field of that name when the tool's output schema in `outputs` has exactly one); else
-    the `needs` input naming the required arguments missing."""
+    depends on (of the `earlier` steps, the nearest whose tool is about the id's noun: the
+    field of its result named like the argument when its tool's output schema, in `outputs`,
+    has exactly one); else the `needs` input naming the required arguments missing."""
     required = schema.required
     reading = _read(step, schema, goal or "", earlier, outputs or {})
     given = _by_key(context)
@@ -261,7 +262,7 @@ def rule_tool_input(
     missing = [name for name in required if name not in arguments]
     if not missing:
         try:
-            return check_tool_input(schema, arguments, frozenset(reading.deps))
+            return check_tool_input(schema, arguments, frozenset(reading.deps), reading.outputs)
         except PlanValidationError:
             missing = required
     return needs_input(missing, arguments, _text(step.action))
@@ -272,7 +273,7 @@ def _read(
     schema: ToolSchema,
     goal: str,
     earlier: Sequence[PlanStep],
-    outputs: Mapping[str, Any],
+    outputs: StepOutputs,
 ) -> _Step:
     tool = step.required_arm
     piece = step_piece(step.action, tool)
@@ -293,21 +294,31 @@ def _read(
         for item in earlier
         if item.step in deps
     }
-    return _Step(
-        step.action, piece, part, values, nouns, finds, id_nouns, deps, dep_words,
-        _dep_paths(earlier, deps, outputs),
-    )  # fmt: skip
+    return _Step(step.action, piece, part, values, nouns, finds, id_nouns, deps, dep_words, outputs)
 
 
-def _dep_paths(
-    earlier: Sequence[PlanStep], deps: list[int], outputs: Mapping[str, Any]
-) -> dict[int, list[tuple[PathPart, ...]]]:
-    """Of each step of `deps` whose tool has an output schema: the paths of its fields."""
-    return {
-        item.step: output_paths(outputs[item.required_arm])
-        for item in earlier
-        if item.step in deps and outputs.get(item.required_arm)
-    }
+def _field_path(
+    name: str, nouns: Iterable[str], fields: OutputFields | None
+) -> tuple[PathPart, ...]:
+    """The path to the field of a result that argument `name` takes: the one field named
+    like it (`bookId` is `book_id`); for an id argument also the one `<noun>_id`, else the
+    one `id` of an object named for its noun (`books[0].id`). None found, or several: ()."""
+    if fields is None:
+        return ()
+    keys = {_key(name), *(f"{_key(noun)}id" for noun in nouns)} - {"id"}
+    stems = frozenset(stem(noun) for noun in nouns)
+
+    def named(item: OutputField) -> bool:
+        return _key(item.name) in keys
+
+    def noun_id(item: OutputField) -> bool:
+        parent = item.parent
+        return _key(item.name) == "id" and parent is not None and stem(parent) in stems
+
+    found = fields.paths_of(named)
+    if not found and stems:
+        found = fields.paths_of(noun_id)
+    return found[0] if len(found) == 1 else ()
 
 
 def _stems(words: Iterable[str]) -> frozenset[str]:
@@ -429,7 +440,7 @@ def _id_argument(name: str, fits: _Fits, step: _Step, required: bool) -> Any:
         if found is not _ABSENT:
             return found
     if required and step.deps:
-        return fits.first([step.reference_to(step.source_of(stems), name, stems)])
+        return fits.first([step.output(step.source_of(stems), name, nouns)])
     return _ABSENT
 
 
@@ -480,7 +491,7 @@ def _by_words(name: str, fits: _Fits, step: _Step, required: bool, taken: set[st
     if key in _INSTRUCTION_ARGUMENTS:
         return fits.first([_cut(step.action, MAX_TEXT_CHARS)]) if required else _ABSENT
     if key in _CONTENT_ARGUMENTS:
-        return _content(fits, step, required)
+        return _content(name, fits, step, required)
     quoted = [value.text for value in step.own if value.quoted]
     if key in _MESSAGE_ARGUMENTS:
         return fits.first(quoted[:1])
@@ -499,9 +510,9 @@ def _search(fits: _Fits, step: _Step, required: bool, taken: set[str]) -> Any:
     return _ABSENT if terms is None else fits.first([_cut(terms, MAX_TEXT_CHARS)])
 
 
-def _content(fits: _Fits, step: _Step, required: bool) -> Any:
+def _content(name: str, fits: _Fits, step: _Step, required: bool) -> Any:
     if step.deps and _POINTS_BACK & set(tokens(step.piece)):
-        return fits.first([reference(step.deps[-1])])
+        return fits.first([step.output(step.deps[-1], name)])
     quoted = [value.text for value in step.own if value.quoted]
     if quoted:
         return fits.first(quoted[:1])
@@ -544,26 +555,3 @@ def _named(name: str, fits: _Fits, step: _Step, required: bool, taken: set[str])
     if required and _key(name) in _NAME_ARGUMENTS:
         return fits.first(v.text for v in step.own if v.kind == "title" and v.text not in taken)
     return _ABSENT
-
-
-def field_path(
-    paths: Sequence[tuple[PathPart, ...]], name: str, nouns: frozenset[str]
-) -> tuple[PathPart, ...] | None:
-    """Of the paths of an output's fields, the one an argument `name` wants: the field of
-    that name (`book_id`, `bookId`); for an id argument, else an `id` field of an object
-    named by one of its `nouns` (stems: `books[0].id` for `book_id`). None unless exactly
-    one fits."""
-    fitting = [path for path in paths if isinstance(path[-1], str) and _key(path[-1]) == _key(name)]
-    if not fitting and tokens(name) and tokens(name)[-1] in ID_WORDS:
-        fitting = [path for path in paths if _an_id_of(path, nouns)]
-    return fitting[0] if len(fitting) == 1 else None
-
-
-def _an_id_of(path: tuple[PathPart, ...], nouns: frozenset[str]) -> bool:
-    named = [part for part in path[:-1] if isinstance(part, str)]
-    return (
-        isinstance(path[-1], str)
-        and _key(path[-1]) == "id"
-        and bool(named)
-        and stem(named[-1].lower()) in nouns
-    )

@@ -33,7 +33,7 @@ from planner_arm.llm.usage import Usage
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.pipeline.assembly import notes, validated_response, with_warning
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.edited import check_edited_plan
+from planner_arm.plan.edited import EditCheck, EditError, check_edited_plan
 from planner_arm.plan.endpoint_schemas import (
     ExpandRequest,
     ReplanRequest,
@@ -44,6 +44,7 @@ from planner_arm.plan.endpoint_schemas import (
     ValidationProblem,
 )
 from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse
+from planner_arm.plan.tool_inputs import step_input_problems
 from planner_arm.plan.tools import arm_specs
 from planner_arm.plan.unsourced import texts_of
 from planner_arm.plan.validation import PlanRules
@@ -58,7 +59,7 @@ from planner_arm.strategies.expand import Expander
 from planner_arm.strategies.job import Job, PlanListener
 from planner_arm.strategies.prompts import PROMPT_VERSION, SpecializeBrief
 from planner_arm.strategies.replan import Replanner
-from planner_arm.strategies.specialize import Specializer, input_problems
+from planner_arm.strategies.specialize import Specializer
 from planner_arm.strategies.toolbox import RequestToolbox, Toolboxes
 
 R = TypeVar("R", bound=BaseModel)
@@ -232,6 +233,7 @@ class PlanService:
         self, job: Job[ReplanRequest], previous: PlanResponse, replan_count: int, verified: bool
     ) -> PlanResponse:
         request = job.request
+        previous = marked(previous, job.toolbox.rules)
         # Refuse a bad request (unknown steps, the replan limit) before any model call.
         scope = self.replanner.scope(job, previous, replan_count)
         response = await self.replanner.replan(job, previous, scope, replan_count)
@@ -269,6 +271,7 @@ class PlanService:
 
     async def _expansion(self, job: Job[ExpandRequest], previous: PlanResponse) -> PlanResponse:
         request = job.request
+        previous = marked(previous, job.toolbox.rules)
         self.expander.check(job, previous)  # refuse a bad request before any call
         response = await self.expander.expand(job, previous)
         # A plan with inputs keeps them whole: the new steps get one, and the inputs that
@@ -328,26 +331,21 @@ class PlanService:
     async def validate(
         self, body: ValidateRequest, request_id: str, *, principal: Principal = ANONYMOUS
     ) -> ValidateResponse:
-        """Every problem of an edited plan, over the configured arms or the body's `tools`
-        (whose tool set is held as a /plan request's is); checking hundreds of steps is CPU
-        work, off the event loop."""
-        if body.tools is None:
-            return self._validation_counted(
-                await to_thread.run_sync(
-                    validate_edited, body, self.rules, self.resolver, request_id
-                )
-            )
-        request = body.as_plan_request()
-        records = self._records(principal)
-        await self.toolboxes.tool_set(request)
-        async with self._held(request, request_id, records) as job:
-            box = job.toolbox
+        """The edited plan checked over the configured arms, or over the request's tools
+        (their tool set built, or taken from those kept, as /plan's). Nothing is stored."""
+        planned = body.as_planned
+        # Checking hundreds of steps is CPU work: off the event loop.
+        if planned is None or planned.tools is None:
             answer = await to_thread.run_sync(
-                validate_edited, body, box.rules, box.resolver, request_id, box.box.arms
+                validate_edited, body, self.rules, self.resolver, request_id
             )
-        return self._validation_counted(answer)
-
-    def _validation_counted(self, answer: ValidateResponse) -> ValidateResponse:
+        else:
+            deadline = self._records(principal).deadline
+            await self.toolboxes.tool_set(planned)
+            async with self.toolboxes.held(planned, principal.id, deadline) as box:
+                answer = await to_thread.run_sync(
+                    validate_edited, body, box.rules, box.resolver, request_id, box.arms
+                )
         outcome = "valid" if answer.valid else "invalid"
         self.metrics.child(self.metrics.validations, outcome).inc()
         return answer
@@ -507,6 +505,12 @@ def job_of(
     return job
 
 
+def marked(previous: PlanResponse, rules: PlanRules) -> PlanResponse:
+    """A plan sent back, each step saying whether it writes as the tools it is planned over
+    say (what the caller or an earlier tool set said is not kept)."""
+    return previous.model_copy(update={"plan": rules.marked(previous.plan)})
+
+
 def replan_goal(
     request: ReplanRequest, previous: PlanResponse, record: dict[str, Any] | None
 ) -> tuple[ReplanRequest, bool]:
@@ -567,21 +571,24 @@ def validate_edited(
     rules: PlanRules,
     resolver: ArmResolver,
     request_id: str,
-    tools: Sequence[ArmSpec] = (),
+    tools: Sequence[ArmSpec] | None = None,
 ) -> ValidateResponse:
-    """POST /plan/validate's answer: every problem (over `tools`, the inputs' too), or the
-    plan as /plan would answer it, carrying the body's goal."""
+    """POST /plan/validate's answer: every problem, or the plan as /plan would answer it,
+    with the goal and constraints sent. Over `tools`, the steps' inputs are checked too."""
     check = check_edited_plan(body.plan, rules, resolver, fix=body.fix)
-    errors = [ValidationProblem(**error.as_dict()) for error in check.errors]
-    if check.steps is not None and tools:
-        errors += [
-            ValidationProblem(code="invalid_input", step=step, message=f"step {step}: {problem}")
-            for step, problem in input_problems(check.steps, tools)
+    if check.valid and check.steps and tools is not None:
+        errors = [
+            EditError("invalid_input", number, f"step {number}: {problem}")
+            for number, problem in step_input_problems(check.steps, tools)
         ]
+        check = EditCheck(False, errors, check.warnings, None) if errors else check
     plan = None
-    if check.valid and not errors:
+    if check.valid:
         plan = validated_response(check, request_id=request_id, prompt_version=PROMPT_VERSION)
-        plan = plan.model_copy(update={"goal": body.goal})
+        plan = plan.model_copy(update={"goal": body.goal, "constraints": body.constraints or []})
     return ValidateResponse(
-        valid=plan is not None, errors=errors, warnings=notes(check.warnings), plan=plan
+        valid=check.valid,
+        errors=[ValidationProblem(**error.as_dict()) for error in check.errors],
+        warnings=notes(check.warnings),
+        plan=plan,
     )

@@ -25,10 +25,11 @@ from typing import Any
 from planner_arm.config import ArmSpec, PlanningSettings, WorkedExample
 from planner_arm.llm.client import Message
 from planner_arm.plan.draft import DraftStep
+from planner_arm.plan.inputs import StepOutputs
 from planner_arm.plan.replan import ReplanScope
 from planner_arm.plan.schemas import PlanRequest, PlanStep
 
-PROMPT_VERSION = "2026-11-28.2"
+PROMPT_VERSION = "2026-11-28.3"
 
 # Longest previous answer quoted back in a repair prompt; a runaway answer is cut.
 MAX_QUOTED_ANSWER_CHARS = 6_000
@@ -447,8 +448,12 @@ def subplan_user_prompt(
     )
 
 
-SPECIALIZE_PROMPT_VERSION = "2026-11-28.s1"
+SPECIALIZE_PROMPT_VERSION = "2026-11-28.s2"
 _MAX_GOAL_CHARS = 2_000
+# The fields of an earlier step's result shown to the model: so many characters a step, and
+# in all (a step may read dozens of earlier ones).
+_OUTPUT_FIELDS_CHARS = 300
+_ALL_OUTPUT_FIELDS_CHARS = 2_000
 
 # The same for every step of every request: the arm and its schema are the caller's, data.
 SPECIALIZE_SYSTEM_PROMPT = (
@@ -460,6 +465,10 @@ SPECIALIZE_SYSTEM_PROMPT = (
     "applies).\n"
     "- To use the output of an earlier step N, write {{steps.N.output}} inside a string "
     "value, or list N in inputs_from. Use only the earlier steps listed as available.\n"
+    "- To use one field of that output, write its path after output: "
+    "{{steps.N.output.name}}, {{steps.N.output.items[0].name}} for a field of a list's first "
+    "item. An earlier step's output_fields lists the paths its output has (items[] is a "
+    "list's items): use only those.\n"
     "- The input must respect every constraint in the user message.\n"
     "- An e-mail address, a link or a phone number comes from the goal, the constraints, the "
     "context or an earlier step's output, never from a name or a description.\n"
@@ -490,9 +499,12 @@ def specialize_user_prompt(
     brief: SpecializeBrief,
     step: PlanStep,
     earlier: Sequence[PlanStep],
+    outputs: StepOutputs | None = None,
 ) -> str:
     """The arm, its input schema, the step to fill and what it may read, as one JSON object
-    (the arm and its schema first: the same opening for every step of that arm)."""
+    (the arm and its schema first: the same opening for every step of that arm); of an
+    earlier step whose tool has an output schema (`outputs`), the paths of its output's
+    fields."""
     request = {
         "arm": arm,
         "input_schema": schema,
@@ -505,10 +517,7 @@ def specialize_user_prompt(
             "acceptance_criteria": step.acceptance_criteria,
             "depends_on": step.depends_on,
         },
-        "available_earlier_steps": [
-            {"step": item.step, "action": item.action, "required_arm": item.required_arm}
-            for item in earlier
-        ],
+        "available_earlier_steps": _earlier_steps(earlier, outputs or {}),
     }
     return (
         "The arm, the JSON Schema of its input and the step whose input to write, as one JSON "
@@ -517,15 +526,37 @@ def specialize_user_prompt(
     )
 
 
+def _earlier_steps(earlier: Sequence[PlanStep], outputs: StepOutputs) -> list[dict[str, Any]]:
+    """The steps an input may read; with the fields of their output where it is known
+    (`books[].book_id, books[].title`), within a length."""
+    left = _ALL_OUTPUT_FIELDS_CHARS
+    found = []
+    for item in earlier:
+        entry: dict[str, Any] = {
+            "step": item.step,
+            "action": item.action,
+            "required_arm": item.required_arm,
+        }
+        fields = outputs.get(item.step)
+        listing = fields.listing(min(left, _OUTPUT_FIELDS_CHARS)) if fields else ""
+        if listing:
+            entry["output_fields"] = listing
+            left -= len(listing)
+        found.append(entry)
+    return found
+
+
 def specialize_messages(
     arm: str,
     schema: dict[str, Any],
     brief: SpecializeBrief,
     step: PlanStep,
     earlier: Sequence[PlanStep],
+    outputs: StepOutputs | None = None,
 ) -> list[Message]:
     return initial_messages(
-        SPECIALIZE_SYSTEM_PROMPT, specialize_user_prompt(arm, schema, brief, step, earlier)
+        SPECIALIZE_SYSTEM_PROMPT,
+        specialize_user_prompt(arm, schema, brief, step, earlier, outputs),
     )
 
 

@@ -34,7 +34,8 @@ from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.dag import ancestors, ancestors_of_each
 from planner_arm.plan.edited import check_sent_back
 from planner_arm.plan.endpoint_schemas import SpecializeResponse
-from planner_arm.plan.inputs import check_input, input_schema
+from planner_arm.plan.inputs import StepOutputs, check_input, input_schema
+from planner_arm.plan.output_fields import output_fields, step_outputs
 from planner_arm.plan.schemas import EstimatedCost, PlanNote, PlanResponse, PlanStep
 from planner_arm.plan.tool_inputs import CheckBudget, ToolSchema, check_tool_input, tool_schema
 from planner_arm.plan.unsourced import Sources, texts_of, unsourced_values
@@ -62,16 +63,15 @@ class FilledInput:
 @dataclass(frozen=True)
 class StepToFill:
     """What a filler needs to know about one step: it, the plan's goal, the steps it may
-    read (those it depends on, directly or not) and, for a tool that has one, the JSON
-    Schema of its arguments (None: the arm's own input model)."""
+    read (those it depends on, directly or not), for a tool that has one, the JSON Schema of
+    its arguments (None: the arm's own input model), and the fields of the results of the
+    steps it may read whose tools have an output schema (`outputs`, by step number)."""
 
     step: PlanStep
     brief: SpecializeBrief
     earlier: Sequence[PlanStep]
     tool_schema: ToolSchema | None = None
-    # The output schema of each tool that has one among the earlier steps' (their fields
-    # are what a reference may name).
-    outputs: Mapping[str, Any] = field(default_factory=dict)
+    outputs: StepOutputs = field(default_factory=dict)
 
     @property
     def earlier_ids(self) -> frozenset[int]:
@@ -80,8 +80,8 @@ class StepToFill:
     def checked(self, data: object) -> dict[str, Any]:
         """`data` as this step's input, or PlanValidationError `invalid_input`."""
         if self.tool_schema is not None:
-            return check_tool_input(self.tool_schema, data, self.earlier_ids)
-        return check_input(self.step.required_arm, data, self.earlier_ids)
+            return check_tool_input(self.tool_schema, data, self.earlier_ids, self.outputs)
+        return check_input(self.step.required_arm, data, self.earlier_ids, self.outputs)
 
     def by_rule(self) -> dict[str, Any]:
         if self.tool_schema is None:
@@ -92,11 +92,6 @@ class StepToFill:
         )
 
 
-def output_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, Any]:
-    """The output schema of each arm of `used` that has one."""
-    return {arm.id: arm.output_schema for arm in arms if arm.id in used and arm.output_schema}
-
-
 def tool_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, ToolSchema]:
     """The input schema of each arm of `used` that has a usable one (a caller's tools), their
     checks sharing one request's budget; the other arms' schemas are not read (a set may hold
@@ -104,26 +99,6 @@ def tool_schemas(arms: Iterable[ArmSpec], used: Collection[str]) -> dict[str, To
     budget = CheckBudget()
     schemas = {arm.id: tool_schema(arm.input_schema, budget) for arm in arms if arm.id in used}
     return {arm: schema for arm, schema in schemas.items() if schema is not None}
-
-
-def input_problems(steps: Sequence[PlanStep], arms: Iterable[ArmSpec]) -> list[tuple[int, str]]:
-    """Each problem of the inputs of `steps` (a plan over `arms`, the caller's tools), as
-    (step, problem): arguments that break their tool's input schema, or name a step the step
-    does not depend on. An input that says what it `needs` is a call not made yet: only its
-    shape is the contract, not its arguments."""
-    used = {step.required_arm for step in steps if step.input is not None}
-    schemas = tool_schemas(arms, used)
-    earlier = ancestors_of_each(steps)
-    problems: list[tuple[int, str]] = []
-    for step in steps:
-        schema = schemas.get(step.required_arm)
-        if schema is None or step.input is None or "needs" in step.input:
-            continue
-        try:
-            check_tool_input(schema, step.input, earlier.get(step.step, frozenset()))
-        except PlanValidationError as problem:
-            problems += [(step.step, error) for error in problem.errors or [problem.detail]]
-    return problems
 
 
 def _answer_schema_name(arm: str) -> str:
@@ -153,8 +128,9 @@ class Specializer:
         by_id = {step.step: step for step in steps}
         earlier = ancestors_of_each(steps)
         used = {step.required_arm for step in steps}
-        schemas = await to_thread.run_sync(tool_schemas, job.toolbox.box.arms, used)
-        outputs = output_schemas(job.toolbox.box.arms, used)
+        arms = job.toolbox.box.arms
+        schemas = await to_thread.run_sync(tool_schemas, arms, used)
+        fields = await to_thread.run_sync(output_fields, arms, used)
         work = job.beside()
         slots = asyncio.Semaphore(self.max_concurrency)
         notes: list[tuple[int, PlanNote]] = []
@@ -163,13 +139,13 @@ class Specializer:
         async def fill(step: PlanStep) -> PlanStep:
             if step.step in finished:
                 return step
-            ids = earlier.get(step.step, frozenset())
+            before = [by_id[number] for number in sorted(earlier.get(step.step, ()))]
             target = StepToFill(
                 step,
                 brief,
-                [by_id[number] for number in sorted(ids)],
+                before,
                 schemas.get(step.required_arm),
-                outputs,
+                step_outputs(before, fields),
             )
             if step.input is not None:
                 try:
@@ -211,12 +187,11 @@ class Specializer:
         if step is None:
             detail = f"the plan has no step {number} (its steps are {sorted(by_id)})"
             raise RequestRejected(detail, code="unknown_step")
-        ids = ancestors(plan.plan, number)
+        before = [by_id[item] for item in sorted(ancestors(plan.plan, number))]
         schemas = await to_thread.run_sync(tool_schemas, arms, {step.required_arm})
+        fields = await to_thread.run_sync(output_fields, arms, {i.required_arm for i in before})
         schema = schemas.get(step.required_arm)
-        earlier = [by_id[item] for item in sorted(ids)]
-        outputs = output_schemas(arms, {item.required_arm for item in earlier})
-        target = StepToFill(step, brief, earlier, schema, outputs)
+        target = StepToFill(step, brief, before, schema, step_outputs(before, fields))
         filled = await self.fill(job.quiet(), target)
         return SpecializeResponse(
             plan_id=plan.plan_id,
@@ -266,7 +241,9 @@ class Specializer:
             return target.checked(data)
 
         return Question(
-            specialize_messages(step.required_arm, schema, target.brief, step, target.earlier),
+            specialize_messages(
+                step.required_arm, schema, target.brief, step, target.earlier, target.outputs
+            ),
             read,
             specialize_repair,
             answer_schema=AnswerSchema(

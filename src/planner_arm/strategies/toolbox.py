@@ -41,7 +41,6 @@ from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.plan.tool_index import ExampleIndex
-from planner_arm.plan.tool_traits import writes
 from planner_arm.plan.validation import PlanRules, profile_of
 from planner_arm.plan.weighed import BuildLane, Lazy, SharedWork, ToolMemo, deep_size
 from planner_arm.rules.planner import RuleBasedPlanner
@@ -214,11 +213,16 @@ def build_toolbox(
     confidence: float,
     examples: ExampleIndex,
     shared: SharedWork | None = None,
+    *,
+    callers: bool = False,
 ) -> Toolbox:
     """The toolbox of `arms`, weighed (`base_weight`: what it holds of its own, not the
-    settings, the examples or the work it shares with other tool sets)."""
+    settings, the examples or the work it shares with other tool sets). `callers`: the arms
+    are a request's tools, whose steps say whether they write."""
     ids = [arm.id for arm in arms]
     rules = PlanRules.for_arms(planning, ids).with_resources(arms)
+    if callers:
+        rules = rules.with_writes(arms)
     tools = profile_of(planning, ids) == "tools"
     notes = examples.notes(ids) if tools else None
     resolver = ArmResolver(arms, aliases, tools=tools, tool_notes=notes, shared=shared)
@@ -227,7 +231,6 @@ def build_toolbox(
     if shared is not None:
         not_its_own += (shared, shared.memo, shared.lane)
     if tools:
-        rules = rules.with_writing(arm.id for arm in arms if writes(arm))
         planning = planning.model_copy(
             update={
                 "min_steps": rules.min_steps,
@@ -401,6 +404,7 @@ class Toolboxes:
                 self._confidence,
                 self._examples,
                 self.shared,
+                callers=True,
             )
             lane = self.shared.lane
             box = await to_thread.run_sync(lane.run, build)
