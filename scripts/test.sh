@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Sets up .venv with the dev tools, then lint, format check, type check (scripts/lint.sh, which
 # also does the set-up) and the test suite; its arguments go to pytest.
+#
+#   bash scripts/test.sh          the whole suite (about 5 minutes on 2 cores)
+#   bash scripts/test.sh fast     the loop while you work: every test but the slow ones (a
+#                                 service process, a browser, real time, the mcp 2.x install),
+#                                 about 2 minutes; then the whole suite before you push
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian packages the tests run for real: redis-server (the Redis store's tests) and chromium
@@ -24,5 +29,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 bash scripts/lint.sh
+if [ "${1:-}" = "fast" ]; then
+  shift
+  echo "test: the test suite without the slow tests (-m 'not slow')" >&2
+  exec .venv/bin/pytest -m "not slow" "$@"
+fi
 echo "test: the test suite" >&2
-.venv/bin/pytest "$@"
+exec .venv/bin/pytest "$@"
