@@ -71,6 +71,9 @@ async def test_a_plan_request_continues_the_callers_trace(
     [put] = named(spans, "store.put_plan")
     assert parent_id(put) == span_id(request)
     assert (put.attributes or {})["planner.store"] == "memory"
+    # The memory store is in the process: no call out, no database system.
+    assert put.kind is SpanKind.INTERNAL
+    assert "db.system.name" not in (put.attributes or {})
     assert named(spans, "rule_based_fallback") == []
 
 

@@ -39,6 +39,15 @@ async def store(request: pytest.FixtureRequest, fake_clock: FakeClock) -> AsyncI
     await built.close()
 
 
+async def test_the_store_says_whether_replicas_share_it_and_what_it_calls(
+    store: PlanStore,
+) -> None:
+    # Redis is one store every replica reads, called out of the process; memory is neither.
+    assert (store.shared, store.system) == (
+        (True, "redis") if store.kind == "redis" else (False, None)
+    )
+
+
 async def test_a_stored_plan_comes_back_as_stored(store: PlanStore) -> None:
     record = {"response": ANSWER, "request": {"goal": "Fix the login bug"}, "replan_count": 0}
     record["parent_plan_id"] = None

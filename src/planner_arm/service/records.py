@@ -52,12 +52,12 @@ class StoreGuard:
         """`tracer`: each operation is a `store.<operation>` span (when tracing is on)."""
         self.store = store
         self._tracer = tracer
-        # A Redis command is a call out of the process; the memory store's is not.
-        redis = store.kind == "redis"
-        self._span_kind = SpanKind.CLIENT if redis else SpanKind.INTERNAL
-        self._span_attributes = {"planner.store": store.kind}
-        if redis:
-            self._span_attributes["db.system.name"] = "redis"
+        # A store's operation is a call out of the process when it names a database system.
+        system = store.system
+        self._span_kind = SpanKind.INTERNAL if system is None else SpanKind.CLIENT
+        self._span_attributes: dict[str, str] = {"planner.store": store.kind}
+        if system is not None:
+            self._span_attributes["db.system.name"] = system
         self._operation_timeout = operation_timeout
         self._down_seconds = down_seconds
         self._log = structlog.get_logger("planner_arm.service.records").bind()

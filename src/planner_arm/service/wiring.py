@@ -239,9 +239,9 @@ def build_runtime(
         IterativePlanner(flat, settings.planning.iterative_stage_steps),
         specializer,
     )
-    # With Redis every replica answers from one cache; in memory the cache's own LRU is
-    # faster than a round trip through the store's JSON records.
-    shared = store.kind == "redis"
+    # With a shared store every replica answers from one cache; in memory the cache's own
+    # LRU is faster than a round trip through the store's JSON records.
+    shared = store.shared
     cache = CachingPlanner(
         settings.cache,
         settings_fingerprint(settings),

@@ -107,7 +107,17 @@ class PlanStore(Protocol):
     """The records the service shares across replicas. `ttl` None means the store's default."""
 
     @property
-    def kind(self) -> StoreKind: ...
+    def kind(self) -> StoreKind:
+        """Which store it is, for logs and /health."""
+
+    @property
+    def shared(self) -> bool:
+        """Whether every replica reads the same records (then one cache serves them all)."""
+
+    @property
+    def system(self) -> str | None:
+        """The database its operations call out of the process (a span's `db.system.name`);
+        None for a store inside the process."""
 
     async def put_plan(
         self, owner: Principal, plan_id: str, record: JSONObject, ttl: float | None = None

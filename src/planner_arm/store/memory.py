@@ -305,6 +305,14 @@ class MemoryStore:
     def kind(self) -> StoreKind:
         return "memory"
 
+    @property
+    def shared(self) -> bool:
+        return False
+
+    @property
+    def system(self) -> str | None:
+        return None
+
     def held_bytes(self, owner: Principal, kind: RecordKind = "plan") -> int:
         """The bytes of records of `kind` that `owner` holds now."""
         return self._map(kind).held_bytes(owner.id)

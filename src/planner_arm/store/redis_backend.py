@@ -254,6 +254,14 @@ class RedisStore:
     def kind(self) -> StoreKind:
         return "redis"
 
+    @property
+    def shared(self) -> bool:
+        return True
+
+    @property
+    def system(self) -> str | None:
+        return "redis"
+
     def key(self, kind: str, name: str) -> str:
         """The Redis key of a record: `<prefix>:<kind>:<name>`."""
         return f"{self._prefix}:{kind}:{name}"
