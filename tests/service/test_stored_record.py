@@ -4,11 +4,13 @@ answer does not repeat each long constraint in full. respx on the model, the mem
 
 from __future__ import annotations
 
+import pytest
 import respx
 
 from planner_arm.plan.endpoint_schemas import ReplanRequest
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.principal import ANONYMOUS
+from planner_arm.service.records import StoredPlan, StoredRequest
 from support.app import answer, good_plan
 from support.factories import make_service
 
@@ -57,3 +59,19 @@ async def test_a_stored_plan_keeps_only_what_a_later_request_reads(
     assert notes
     assert all(len(note.detail) < 300 for note in notes)
     assert "Keep the public session API" in notes[0].detail
+
+
+@pytest.mark.parametrize("state", ["failed", {"status": "failed", "error": "tests fail"}])
+def test_a_stored_request_reads_a_status_either_way_it_was_kept(state: object) -> None:
+    typed = StoredRequest.model_validate({"goal": "g", "step_states": {"2": state}})
+    assert typed.step_states == {"2": "failed"}
+    assert (typed.constraints, typed.context) == ([], {})
+
+
+async def test_a_record_is_kept_without_step_states_when_none_were_reported() -> None:
+    service = make_service(llm=False)
+    planned = await service.plans.plan(PlanRequest(goal="Fix the login bug"), "r1", use_cache=False)
+    data = await service.store.get_plan(ANONYMOUS, planned.plan_id)
+    assert data is not None
+    assert "step_states" not in data["request"]
+    assert StoredPlan.model_validate(data).as_json() == data

@@ -16,16 +16,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
+from pydantic import BaseModel, Field, field_validator
 
 from planner_arm.circuit import Circuit, CircuitState
 from planner_arm.clock import Clock, Deadline
 from planner_arm.config import CircuitSettings
 from planner_arm.errors import StoreFull, StoreUnavailable, TenantQuotaExceeded
+from planner_arm.plan.schemas import PlanResponse
 from planner_arm.principal import Principal
 from planner_arm.store.base import Claimed, ClaimOutcome, JSONObject, PlanStore
 
@@ -140,6 +142,42 @@ class StoreGuard:
             self._log.info("store_back")
 
 
+class StoredRequest(BaseModel):
+    """Of a stored plan's request, what a later request on the plan reads: its goal,
+    constraints, context and strategy, and (a replan's) each reported step's status."""
+
+    goal: str | None = None
+    constraints: list[str] = Field(default_factory=list)
+    context: dict[str, Any] = Field(default_factory=dict)
+    strategy: str | None = None
+    step_states: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("step_states", mode="before")
+    @classmethod
+    def _statuses(cls, value: Any) -> Any:
+        # A record kept whole states ({"status": ...}) before only the statuses were kept.
+        if isinstance(value, dict):
+            return {
+                step: state.get("status") if isinstance(state, dict) else state
+                for step, state in value.items()
+            }
+        return value
+
+
+class StoredPlan(BaseModel):
+    """A plan record as the store keeps it: the answer, and what it answered."""
+
+    response: PlanResponse
+    request: StoredRequest = Field(default_factory=StoredRequest)
+
+    def as_json(self) -> JSONObject:
+        """The record as the store holds it (no `step_states` when none were reported)."""
+        request = self.request.model_dump(
+            mode="json", exclude=set() if self.request.step_states else {"step_states"}
+        )
+        return {"response": self.response.model_dump(mode="json"), "request": request}
+
+
 @dataclass(frozen=True)
 class Records:
     """One principal's records in the store, within one request's deadline."""
@@ -151,13 +189,15 @@ class Records:
     def _run(self, call: Callable[[], Awaitable[T]], operation: str) -> Awaitable[T]:
         return self.guard.run(call, self.guard.time_for(self.deadline), operation)
 
-    async def put_plan(self, plan_id: str, record: JSONObject) -> None:
+    async def put_plan(self, plan_id: str, record: StoredPlan) -> None:
         store = self.guard.store
-        await self._run(lambda: store.put_plan(self.owner, plan_id, record), "put_plan")
+        data = record.as_json()
+        await self._run(lambda: store.put_plan(self.owner, plan_id, data), "put_plan")
 
-    async def get_plan(self, plan_id: str) -> JSONObject | None:
+    async def get_plan(self, plan_id: str) -> StoredPlan | None:
         store = self.guard.store
-        return await self._run(lambda: store.get_plan(self.owner, plan_id), "get_plan")
+        data = await self._run(lambda: store.get_plan(self.owner, plan_id), "get_plan")
+        return None if data is None else StoredPlan.model_validate(data)
 
     async def claim(self, key: str, fingerprint: str, lease: float) -> ClaimOutcome:
         store = self.guard.store

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from anyio import to_thread
 from pydantic import BaseModel
@@ -52,7 +52,7 @@ from planner_arm.principal import ANONYMOUS, Principal
 from planner_arm.service.cache import CachingPlanner
 from planner_arm.service.idempotency import Idempotency
 from planner_arm.service.recorder import PlanRecorder
-from planner_arm.service.records import Records, StoreGuard
+from planner_arm.service.records import Records, StoredPlan, StoredRequest, StoreGuard
 from planner_arm.service.stream import PlanStream
 from planner_arm.store.base import note_store_failure
 from planner_arm.strategies.expand import Expander
@@ -291,9 +291,8 @@ class PlanService:
         unread: list[PlanNote] = []
         if record is None:  # the plan came whole: what the store knows of it, if anything
             record, unread = await self._record_of_sent(plan, records)
-        stored: dict[str, Any] = (record or {}).get("request") or {}
-        state = (stored.get("step_states") or {}).get(str(body.step))
-        status = state.get("status") if isinstance(state, dict) else state
+        stored = record.request if record is not None else None
+        status = stored.step_states.get(str(body.step)) if stored is not None else None
         if status is not None and status != "pending":
             raise RequestRejected(
                 f"step {body.step} was reported {status}: only a pending step gets an input",
@@ -310,7 +309,7 @@ class PlanService:
 
     async def _record_of_sent(
         self, plan: PlanResponse, records: Records
-    ) -> tuple[dict[str, Any] | None, list[PlanNote]]:
+    ) -> tuple[StoredPlan | None, list[PlanNote]]:
         """The principal's record of a plan sent whole, None when the store has none; a store
         that does not answer costs the record, not the answer (a warning says so)."""
         try:
@@ -326,7 +325,7 @@ class PlanService:
         record = await self._read(plan_id, self._records(principal))
         if record is None:
             raise PlanNotFound(f"No plan with id {plan_id!r} is stored (or it has expired).")
-        return PlanResponse.model_validate(record["response"])
+        return record.response
 
     async def validate(
         self, body: ValidateRequest, request_id: str, *, principal: Principal = ANONYMOUS
@@ -391,7 +390,7 @@ class PlanService:
 
     async def _previous(
         self, sent: PlanResponse | None, plan_id: str | None, records: Records
-    ) -> tuple[PlanResponse, dict[str, Any] | None]:
+    ) -> tuple[PlanResponse, StoredPlan | None]:
         """The plan a follow-up request starts from: the one sent, or the one stored under
         `plan_id` (the request models take exactly one of the two), with its stored record."""
         if sent is not None:
@@ -403,10 +402,10 @@ class PlanService:
                 f"No plan with id {plan_id!r} is stored (or it has expired); "
                 "send the whole plan as `previous` instead."
             )
-        return PlanResponse.model_validate(record["response"]), record
+        return record.response, record
 
     async def _replan_count(
-        self, previous: PlanResponse, record: dict[str, Any] | None, records: Records
+        self, previous: PlanResponse, record: StoredPlan | None, records: Records
     ) -> tuple[int, bool]:
         """The replans of the chain of the plan to revise (`record`: its stored record, when
         it came by `plan_id`), and whether the store vouched for that count.
@@ -436,7 +435,7 @@ class PlanService:
         try:
             own = await records.get_plan(previous.plan_id)
             if own is not None:
-                return PlanResponse.model_validate(own["response"]).replan_count
+                return own.response.replan_count
             if previous.parent_plan_id is None:
                 return None
             parent = await records.get_plan(previous.parent_plan_id)
@@ -445,9 +444,9 @@ class PlanService:
             return None
         if parent is None:
             return None
-        return PlanResponse.model_validate(parent["response"]).replan_count + 1
+        return parent.response.replan_count + 1
 
-    async def _read(self, plan_id: str, records: Records) -> dict[str, Any] | None:
+    async def _read(self, plan_id: str, records: Records) -> StoredPlan | None:
         try:
             return await records.get_plan(plan_id)
         except StoreUnavailable as error:
@@ -463,13 +462,12 @@ class PlanService:
         response = response.model_copy(
             update={"goal": request.goal, "constraints": request.constraints}
         )
-        record = {
-            "response": response.model_dump(mode="json"),
-            "request": request.model_dump(mode="json", include=STORED_REQUEST_FIELDS),
-        }
+        asked = StoredRequest.model_validate(
+            request.model_dump(mode="json", include=STORED_REQUEST_FIELDS)
+        )
         if isinstance(request, ReplanRequest) and request.step_states:
-            statuses = {step: state.status for step, state in request.step_states.items()}
-            record["request"]["step_states"] = statuses
+            asked.step_states = {step: state.status for step, state in request.step_states.items()}
+        record = StoredPlan(response=response, request=asked)
         try:
             await records.put_plan(response.plan_id, record)
         except StoreUnavailable as error:
@@ -512,7 +510,7 @@ def marked(previous: PlanResponse, rules: PlanRules) -> PlanResponse:
 
 
 def replan_goal(
-    request: ReplanRequest, previous: PlanResponse, record: dict[str, Any] | None
+    request: ReplanRequest, previous: PlanResponse, record: StoredPlan | None
 ) -> tuple[ReplanRequest, bool]:
     """The replan request with its plan's goal, and whether it overruled the body's. A stored
     plan (`record`) keeps its own goal, as /plan/specialize keeps a stored request's: a body
@@ -521,7 +519,7 @@ def replan_goal(
     own when the body had none)."""
     if record is None:
         return request, False
-    stored = previous.goal or (record.get("request") or {}).get("goal")
+    stored = previous.goal or record.request.goal
     if not stored:
         if not request.goal:
             raise RequestRejected(
@@ -534,19 +532,19 @@ def replan_goal(
 
 
 def specialize_brief(
-    body: SpecializeRequest, stored: dict[str, Any]
+    body: SpecializeRequest, stored: StoredRequest | None
 ) -> tuple[SpecializeBrief, list[str]]:
     """What the model is told about the whole plan for one step's input, and what of the
     body's the stored request overruled. A stored request wins: its goal; its constraints,
     with the body's added after them; its context, with the body's other keys added. The
     body's fields alone describe a plan the store does not hold."""
     given_context = body.context or {}
-    if not stored:
+    if stored is None:
         return SpecializeBrief(body.goal, body.constraints or [], given_context), []
     brief = SpecializeBrief(
-        stored.get("goal") or body.goal,
-        list(dict.fromkeys([*(stored.get("constraints") or []), *(body.constraints or [])])),
-        {**given_context, **(stored.get("context") or {})},
+        stored.goal or body.goal,
+        list(dict.fromkeys([*stored.constraints, *(body.constraints or [])])),
+        {**given_context, **stored.context},
     )
     overruled = []
     if body.goal not in (None, brief.goal):
