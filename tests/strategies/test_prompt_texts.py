@@ -12,32 +12,39 @@ from planner_arm.plan.endpoint_schemas import StepState
 from planner_arm.plan.output_fields import OutputFields
 from planner_arm.plan.replan import ReplanScope
 from planner_arm.plan.schemas import PlanRequest, PlanStep
-from planner_arm.strategies.prompts import (
+from planner_arm.strategies.prompts.expand import (
     EXPAND_PROMPT_VERSION,
+    phases_user_prompt,
+    subplan_user_prompt,
+)
+from planner_arm.strategies.prompts.messages import (
+    as_data,
+    initial_messages,
+    problems_prompt,
+    repair_prompt,
+    with_repair,
+)
+from planner_arm.strategies.prompts.plans import (
     PROMPT_VERSION,
-    REPLAN_PROMPT_VERSION,
+    example_texts,
+    plan_opening,
+    system_prompt,
+    user_prompt,
+)
+from planner_arm.strategies.prompts.replan import REPLAN_PROMPT_VERSION, replan_user_prompt
+from planner_arm.strategies.prompts.specialize import (
     SPECIALIZE_PROMPT_VERSION,
     SPECIALIZE_SYSTEM_PROMPT,
     SpecializeBrief,
-    as_data,
-    draft_prompt,
-    example_texts,
-    examples_prompt,
-    initial_messages,
-    phases_user_prompt,
-    plan_opening,
-    problems_prompt,
-    repair_prompt,
-    replan_user_prompt,
     specialize_messages,
     specialize_repair,
     specialize_user_prompt,
-    subplan_user_prompt,
-    system_prompt,
+)
+from planner_arm.strategies.prompts.tools import (
+    draft_prompt,
+    examples_prompt,
     tools_opening,
     tools_system_prompt,
-    user_prompt,
-    with_repair,
 )
 
 GOAL = 'Fix the login bug "now"\nand add tests \u2028 ünïcode'
