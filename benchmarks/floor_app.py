@@ -23,7 +23,7 @@ from fastapi import FastAPI, Request
 
 from planner_arm.config import load_settings
 from planner_arm.llm.client import build_http_client
-from planner_arm.strategies.prompts import plan_opening, user_prompt
+from planner_arm.strategies.prompts.plans import plan_opening, user_prompt
 
 
 def create_floor_app() -> FastAPI:

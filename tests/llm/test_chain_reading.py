@@ -12,7 +12,7 @@ import respx
 from planner_arm.llm.chain import LIGHT_ANSWER_CHARS, ModelAnswer, Question
 from planner_arm.llm.client import Completion
 from planner_arm.llm.usage import Usage
-from planner_arm.strategies.prompts import with_repair
+from planner_arm.strategies.prompts.messages import with_repair
 from support.app import FakeClock, answer
 from support.factories import make_service, request_deadline
 

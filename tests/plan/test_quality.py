@@ -10,7 +10,7 @@ from planner_arm.plan.quality import (
     quality_problems,
 )
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.strategies.prompts import example_texts
+from planner_arm.strategies.prompts.plans import example_texts
 from support.app import good_plan
 
 STEPS = [PlanStep(**step) for step in good_plan()["plan"]]  # search, patch, test, validate

@@ -9,7 +9,7 @@ from typing import Any
 import respx
 
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.strategies.prompts import example_texts
+from planner_arm.strategies.prompts.plans import example_texts
 from support.app import FakeClock, answer, good_plan
 from support.factories import make_service
 

@@ -6,15 +6,13 @@ import pytest
 
 from planner_arm.config import load_settings
 from planner_arm.strategies.answer_schemas import decoding_schema, plan_json_schema
-from planner_arm.strategies.prompts import (
+from planner_arm.strategies.prompts.messages import (
     MAX_QUOTED_ANSWER_CHARS,
-    example_texts,
     initial_messages,
-    plan_opening,
     repair_prompt,
-    user_prompt,
     with_repair,
 )
+from planner_arm.strategies.prompts.plans import example_texts, plan_opening, user_prompt
 
 
 def test_the_system_prompt_holds_the_rules_and_shape_and_the_arms_are_data() -> None:

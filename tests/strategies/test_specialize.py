@@ -24,7 +24,7 @@ from planner_arm.plan.schemas import (
 )
 from planner_arm.service.wiring import Runtime
 from planner_arm.strategies.answer_schemas import decoding_schema
-from planner_arm.strategies.prompts import SPECIALIZE_SYSTEM_PROMPT, SpecializeBrief
+from planner_arm.strategies.prompts.specialize import SPECIALIZE_SYSTEM_PROMPT, SpecializeBrief
 from planner_arm.strategies.specialize import Specializer
 from support.app import FakeClock, answer
 from support.factories import make_service, request_deadline, request_job

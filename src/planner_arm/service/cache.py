@@ -31,7 +31,7 @@ from planner_arm.plan.schemas import EstimatedCost, PlanRequest, PlanResponse
 from planner_arm.service.records import Records
 from planner_arm.store.base import note_store_failure, owned, utf8
 from planner_arm.store.memory import FairShareMap, held_size
-from planner_arm.strategies.prompts import PROMPT_VERSION
+from planner_arm.strategies.prompts.plans import PROMPT_VERSION
 
 _NO_COST = EstimatedCost(llm_usd=0.0, prompt_tokens=0, completion_tokens=0)
 

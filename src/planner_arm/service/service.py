@@ -57,7 +57,8 @@ from planner_arm.service.stream import PlanStream
 from planner_arm.store.base import note_store_failure
 from planner_arm.strategies.expand import Expander
 from planner_arm.strategies.job import Job, PlanListener
-from planner_arm.strategies.prompts import PROMPT_VERSION, SpecializeBrief
+from planner_arm.strategies.prompts.plans import PROMPT_VERSION
+from planner_arm.strategies.prompts.specialize import SpecializeBrief
 from planner_arm.strategies.replan import Replanner
 from planner_arm.strategies.specialize import Specializer
 from planner_arm.strategies.toolbox import RequestToolbox, Toolboxes

@@ -40,7 +40,7 @@ from planner_arm.strategies.expand import Expander, SubPlanner
 from planner_arm.strategies.flat import FlatPlanner
 from planner_arm.strategies.hierarchical import HierarchicalPlanner
 from planner_arm.strategies.iterative import IterativePlanner
-from planner_arm.strategies.prompts import PROMPT_VERSION, example_texts
+from planner_arm.strategies.prompts.plans import PROMPT_VERSION, example_texts
 from planner_arm.strategies.replan import Replanner
 from planner_arm.strategies.specialize import Specializer
 from planner_arm.strategies.toolbox import Toolboxes

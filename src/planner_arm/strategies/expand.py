@@ -33,11 +33,8 @@ from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
 from planner_arm.rules.planner import step_detail
 from planner_arm.strategies.answering import Answers
 from planner_arm.strategies.job import Job
-from planner_arm.strategies.prompts import (
-    EXPAND_PROMPT_VERSION,
-    subplan_user_prompt,
-    with_repair,
-)
+from planner_arm.strategies.prompts.expand import EXPAND_PROMPT_VERSION, subplan_user_prompt
+from planner_arm.strategies.prompts.messages import with_repair
 
 # Checks a sub-plan's steps in their place (the budget of the whole plan); raises
 # PlanValidationError, which earns the model a repair prompt.

@@ -32,13 +32,9 @@ from planner_arm.rules.tool_review import review_tool_plan
 from planner_arm.rules.tools import ToolPlanner
 from planner_arm.strategies.answering import Answers, Sourced
 from planner_arm.strategies.job import Job
-from planner_arm.strategies.prompts import (
-    PROMPT_VERSION,
-    draft_prompt,
-    examples_prompt,
-    user_prompt,
-    with_repair,
-)
+from planner_arm.strategies.prompts.messages import with_repair
+from planner_arm.strategies.prompts.plans import PROMPT_VERSION, user_prompt
+from planner_arm.strategies.prompts.tools import draft_prompt, examples_prompt
 
 PlanAnswer = tuple[DraftPlan, ValidPlan]
 

@@ -26,11 +26,8 @@ from planner_arm.strategies.answering import Answers
 from planner_arm.strategies.expand import SubPlan, SubPlanner, SubPlanTask, rules_within
 from planner_arm.strategies.flat import PlanAnswer, first_answer, respond
 from planner_arm.strategies.job import Job, Notes
-from planner_arm.strategies.prompts import (
-    EXPAND_PROMPT_VERSION,
-    phases_user_prompt,
-    with_repair,
-)
+from planner_arm.strategies.prompts.expand import EXPAND_PROMPT_VERSION, phases_user_prompt
+from planner_arm.strategies.prompts.messages import with_repair
 
 
 @dataclass(kw_only=True)

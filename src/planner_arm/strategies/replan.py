@@ -28,11 +28,8 @@ from planner_arm.strategies.answering import Answers, Sourced
 from planner_arm.strategies.flat import PlanAnswer, respond
 from planner_arm.strategies.iterative import next_round
 from planner_arm.strategies.job import Job
-from planner_arm.strategies.prompts import (
-    REPLAN_PROMPT_VERSION,
-    replan_user_prompt,
-    with_repair,
-)
+from planner_arm.strategies.prompts.messages import with_repair
+from planner_arm.strategies.prompts.replan import REPLAN_PROMPT_VERSION, replan_user_prompt
 
 
 @dataclass(kw_only=True)

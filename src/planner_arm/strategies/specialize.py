@@ -43,7 +43,11 @@ from planner_arm.rules.inputs import rule_input, rule_tool_input
 from planner_arm.strategies.answer_schemas import decoding_schema
 from planner_arm.strategies.answering import Answers
 from planner_arm.strategies.job import Job
-from planner_arm.strategies.prompts import SpecializeBrief, specialize_messages, specialize_repair
+from planner_arm.strategies.prompts.specialize import (
+    SpecializeBrief,
+    specialize_messages,
+    specialize_repair,
+)
 
 InputSource = Literal["llm", "rule"]
 

@@ -47,7 +47,9 @@ from planner_arm.rules.planner import RuleBasedPlanner
 from planner_arm.strategies.answer_schemas import plan_json_schema, tools_json_schema
 from planner_arm.strategies.build_slots import BUSY_RETRY_SECONDS, BuildSlots
 from planner_arm.strategies.kept_tool_sets import KeptToolSets
-from planner_arm.strategies.prompts import Opening, plan_opening, tools_opening
+from planner_arm.strategies.prompts.messages import Opening
+from planner_arm.strategies.prompts.plans import plan_opening
+from planner_arm.strategies.prompts.tools import tools_opening
 
 
 @dataclass(frozen=True)
