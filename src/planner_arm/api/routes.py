@@ -1,20 +1,25 @@
 """The HTTP endpoints: parse the request, call the plan service, shape the answer. Nothing more.
 
-`build_routers(settings)` builds every route once: the planning endpoints behind the API key
-(POST /plan, /replan, /plan/expand, /plan/specialize, /plan/validate, GET /plan/{plan_id}, which
-is also a page for a browser: api/plan_page.py, and HEAD /plan/{plan_id}), whose body models
-take this app's limits from the settings, and the probes (/health, /ready, /capabilities,
-/metrics).
+Each endpoint is a module-level function. `build_routers(settings)` registers them: the
+planning endpoints behind the API key (POST /plan, /replan, /plan/expand, /plan/specialize,
+/plan/validate, GET /plan/{plan_id}, which is also a page for a browser: api/plan_page.py, and
+HEAD /plan/{plan_id}) on a router of this app's, since their body models take this app's limits
+from the settings and their documentation says whether a key is required; and the probes
+(/health, /ready, /capabilities, /metrics) on the module's `probes` router.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import functools
+import inspect
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from time import monotonic
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel
 
 from planner_arm.api.auth import serving_without_keys
 from planner_arm.api.deps import (
@@ -65,112 +70,115 @@ SERVICE_CAPABILITIES = ["planning", "task_decomposition", "dependency_resolution
 SERVICE_COST_TIER = 2
 
 
+# The planning endpoints.
+
+
+async def create_plan(
+    body: PlanRequest, request: Request, caller: PlanningDep
+) -> PlanResponse | Response:
+    """Turn a goal into a validated, executable plan."""
+    key = idempotency_key(request)
+    no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
+    request_id = request_id_for(request.scope, body.request_id)
+    use_cache = body.options.use_cache and not no_cache
+    kind = stream_format(request)
+    principal = caller.principal
+    if kind is None:
+        return await caller.plans.plan(
+            body, request_id, use_cache=use_cache, idempotency_key=key, principal=principal
+        )
+
+    def work(stream: PlanStream) -> Awaitable[PlanResponse]:
+        return caller.plans.plan(
+            body,
+            request_id,
+            use_cache=use_cache,
+            idempotency_key=key,
+            listener=stream,
+            principal=principal,
+        )
+
+    return await streamed_plan(request, kind, caller.plans.stream, request_id, work)
+
+
+async def replan(
+    body: ReplanRequest, request: Request, caller: PlanningDep
+) -> PlanResponse | Response:
+    """Revise a plan after a failure or a change, keeping the finished steps."""
+    key = idempotency_key(request)
+    request_id = request_id_for(request.scope, body.request_id)
+    kind = stream_format(request)
+    principal = caller.principal
+    if kind is None:
+        return await caller.plans.replan(body, request_id, idempotency_key=key, principal=principal)
+
+    def work(_: PlanStream) -> Awaitable[PlanResponse]:
+        # The replanner's answer merges kept and new steps: they stream once it is made.
+        return caller.plans.replan(body, request_id, idempotency_key=key, principal=principal)
+
+    return await streamed_plan(request, kind, caller.plans.stream, request_id, work)
+
+
+async def expand_plan(body: ExpandRequest, request: Request, caller: PlanningDep) -> PlanResponse:
+    """Replace one step of a plan by a sub-plan for it (a new version of the plan)."""
+    request_id = request_id_for(request.scope, body.request_id)
+    return await caller.plans.expand(
+        body, request_id, idempotency_key=idempotency_key(request), principal=caller.principal
+    )
+
+
+async def specialize_step(
+    body: SpecializeRequest, request: Request, caller: PlanningDep
+) -> SpecializeResponse:
+    """Fill one step's arm input: by the model, checked against the arm's schema, else
+    by rule."""
+    request_id = request_id_for(request.scope, body.request_id)
+    return await caller.plans.specialize(body, request_id, principal=caller.principal)
+
+
+async def validate_edited_plan(
+    body: ValidateRequest, request: Request, caller: PlanningDep
+) -> ValidateResponse:
+    """Check an edited plan without calling a model: every problem at once."""
+    request_id = request_id_for(request.scope, body.request_id)
+    return await caller.plans.validate(body, request_id, principal=caller.principal)
+
+
+async def get_plan(plan_id: str, request: Request, caller: PlanningDep) -> Response:
+    """A plan answered by /plan or /replan, as it was given, while its TTL lasts; with
+    `Accept: text/html`, drawn as a page."""
+    plan = await caller.plans.get(plan_id, principal=caller.principal)
+    answer = (
+        plan_page_response(plan)
+        if wants_html(request)
+        else Response(plan.model_dump_json(), media_type=JSON_TYPE)
+    )
+    answer.headers.update(PLAN_READ_HEADERS)
+    return answer
+
+
+async def plan_headers(plan_id: str, request: Request, caller: PlanningDep) -> Response:
+    """HEAD: the status and headers GET would answer with (its length included), no
+    body."""
+    answer = await get_plan(plan_id, request, caller)
+    return Response(status_code=answer.status_code, headers=dict(answer.headers))
+
+
 def build_routers(settings: Settings) -> list[APIRouter]:
     """Every route of the app, with this app's request limits and key requirement."""
-    return [_planning_router(settings), _probes]
+    return [planning_router(settings), probes]
 
 
-def _planning_router(settings: Settings) -> APIRouter:
+def planning_router(settings: Settings) -> APIRouter:
+    """The planning endpoints, each body read as this app's request model (its limits from
+    the settings) and each documented as needing a key when the app has keys."""
     router = APIRouter(route_class=JSONBodyRoute)
     keys_required = bool(settings.auth.api_keys)
 
     def extra(*headers: dict[str, object]) -> dict[str, object]:
         return docs.operation_extra(*headers, secured=True, required=keys_required)
 
-    async def create_plan(
-        body: PlanRequest, request: Request, caller: PlanningDep
-    ) -> PlanResponse | Response:
-        """Turn a goal into a validated, executable plan."""
-        key = idempotency_key(request)
-        no_cache = "no-cache" in request.headers.get("cache-control", "").lower()
-        request_id = request_id_for(request.scope, body.request_id)
-        use_cache = body.options.use_cache and not no_cache
-        kind = stream_format(request)
-        principal = caller.principal
-        if kind is None:
-            return await caller.plans.plan(
-                body, request_id, use_cache=use_cache, idempotency_key=key, principal=principal
-            )
-
-        def work(stream: PlanStream) -> Awaitable[PlanResponse]:
-            return caller.plans.plan(
-                body,
-                request_id,
-                use_cache=use_cache,
-                idempotency_key=key,
-                listener=stream,
-                principal=principal,
-            )
-
-        return await streamed_plan(request, kind, caller.plans.stream, request_id, work)
-
-    async def replan(
-        body: ReplanRequest, request: Request, caller: PlanningDep
-    ) -> PlanResponse | Response:
-        """Revise a plan after a failure or a change, keeping the finished steps."""
-        key = idempotency_key(request)
-        request_id = request_id_for(request.scope, body.request_id)
-        kind = stream_format(request)
-        principal = caller.principal
-        if kind is None:
-            return await caller.plans.replan(
-                body, request_id, idempotency_key=key, principal=principal
-            )
-
-        def work(_: PlanStream) -> Awaitable[PlanResponse]:
-            # The replanner's answer merges kept and new steps: they stream once it is made.
-            return caller.plans.replan(body, request_id, idempotency_key=key, principal=principal)
-
-        return await streamed_plan(request, kind, caller.plans.stream, request_id, work)
-
-    async def expand_plan(
-        body: ExpandRequest, request: Request, caller: PlanningDep
-    ) -> PlanResponse:
-        """Replace one step of a plan by a sub-plan for it (a new version of the plan)."""
-        request_id = request_id_for(request.scope, body.request_id)
-        return await caller.plans.expand(
-            body, request_id, idempotency_key=idempotency_key(request), principal=caller.principal
-        )
-
-    async def specialize_step(
-        body: SpecializeRequest, request: Request, caller: PlanningDep
-    ) -> SpecializeResponse:
-        """Fill one step's arm input: by the model, checked against the arm's schema, else
-        by rule."""
-        request_id = request_id_for(request.scope, body.request_id)
-        return await caller.plans.specialize(body, request_id, principal=caller.principal)
-
-    async def validate_edited_plan(
-        body: ValidateRequest, request: Request, caller: PlanningDep
-    ) -> ValidateResponse:
-        """Check an edited plan without calling a model: every problem at once."""
-        request_id = request_id_for(request.scope, body.request_id)
-        return await caller.plans.validate(body, request_id, principal=caller.principal)
-
-    async def get_plan(plan_id: str, request: Request, caller: PlanningDep) -> Response:
-        """A plan answered by /plan or /replan, as it was given, while its TTL lasts; with
-        `Accept: text/html`, drawn as a page."""
-        plan = await caller.plans.get(plan_id, principal=caller.principal)
-        answer = (
-            plan_page_response(plan)
-            if wants_html(request)
-            else Response(plan.model_dump_json(), media_type=JSON_TYPE)
-        )
-        answer.headers.update(PLAN_READ_HEADERS)
-        return answer
-
-    async def plan_headers(plan_id: str, request: Request, caller: PlanningDep) -> Response:
-        """HEAD: the status and headers GET would answer with (its length included), no
-        body."""
-        answer = await get_plan(plan_id, request, caller)
-        return Response(status_code=answer.status_code, headers=dict(answer.headers))
-
-    # The bodies' models are this app's (their limits come from config), so they are set
-    # here rather than in the signatures, whose annotations resolve in module scope.
     limits = settings.limits
-    create_plan.__annotations__["body"] = request_model_for(limits)
-    replan.__annotations__["body"] = request_model_for(limits, ReplanRequest)
-    expand_plan.__annotations__["body"] = request_model_for(limits, ExpandRequest)
     router.post(
         "/plan",
         response_model=PlanResponse,
@@ -179,7 +187,7 @@ def _planning_router(settings: Settings) -> APIRouter:
         openapi_extra=extra(
             docs.PLAN_REQUEST_ID_HEADER, docs.CACHE_CONTROL_HEADER, docs.IDEMPOTENCY_KEY_HEADER
         ),
-    )(create_plan)
+    )(reading_body_as(create_plan, request_model_for(limits)))
     router.post(
         "/plan/specialize",
         response_model=SpecializeResponse,
@@ -200,7 +208,7 @@ def _planning_router(settings: Settings) -> APIRouter:
         operation_id="replanPlan",
         responses=docs.REPLAN_RESPONSES,
         openapi_extra=extra(docs.PLAN_REQUEST_ID_HEADER, docs.IDEMPOTENCY_KEY_HEADER),
-    )(replan)
+    )(reading_body_as(replan, request_model_for(limits, ReplanRequest)))
     router.get(
         "/plan/{plan_id}",
         response_model=PlanResponse,
@@ -215,14 +223,39 @@ def _planning_router(settings: Settings) -> APIRouter:
         operation_id="expandPlanStep",
         responses=docs.EXPAND_RESPONSES,
         openapi_extra=extra(docs.PLAN_REQUEST_ID_HEADER, docs.IDEMPOTENCY_KEY_HEADER),
-    )(expand_plan)
+    )(reading_body_as(expand_plan, request_model_for(limits, ExpandRequest)))
     return router
 
 
-_probes = APIRouter()
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Awaitable[Any]])
 
 
-@_probes.get(
+def reading_body_as(endpoint: Endpoint, model: type[BaseModel]) -> Endpoint:
+    """`endpoint` with its `body` read as `model`, a subclass of the model it names whose
+    limits come from this app's settings (so its checks and its OpenAPI schema agree): the
+    endpoint itself under the default limits, else a view of it whose signature, which is what
+    FastAPI reads, names `model`. The module's function is left as it is, for every app."""
+    signature = inspect.signature(endpoint, eval_str=True)
+    body = signature.parameters["body"]
+    if model is body.annotation:
+        return endpoint
+
+    @functools.wraps(endpoint)
+    async def with_body(*args: Any, **kwargs: Any) -> Any:
+        return await endpoint(*args, **kwargs)
+
+    parameters = [
+        body.replace(annotation=model) if p is body else p for p in signature.parameters.values()
+    ]
+    with_body.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return with_body  # type: ignore[return-value]
+
+
+# The probes: open to every caller, the same for every app.
+probes = APIRouter()
+
+
+@probes.get(
     "/health",
     response_model=HealthResponse,
     operation_id="getHealth",
@@ -253,7 +286,7 @@ async def health(state: StateDep) -> HealthResponse:
     )
 
 
-@_probes.get(
+@probes.get(
     "/ready",
     response_model=ReadyResponse,
     operation_id="getReadiness",
@@ -267,7 +300,7 @@ async def ready(readiness: ReadinessDep) -> ReadyResponse:
     return ReadyResponse(status="ready")
 
 
-@_probes.get(
+@probes.get(
     "/capabilities",
     response_model=CapabilitiesResponse,
     operation_id="getCapabilities",
@@ -307,7 +340,7 @@ async def capabilities(state: StateDep) -> CapabilitiesResponse:
     )
 
 
-@_probes.get(
+@probes.get(
     "/metrics",
     response_class=Response,
     operation_id="getMetrics",

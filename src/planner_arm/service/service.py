@@ -18,10 +18,10 @@ never costs a plan: every store operation runs within the request's deadline, wr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import KW_ONLY, dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, get_args
 
 from anyio import to_thread
 from pydantic import BaseModel
@@ -44,6 +44,7 @@ from planner_arm.plan.endpoint_schemas import (
     ValidationProblem,
 )
 from planner_arm.plan.schemas import PlanNote, PlanRequest, PlanResponse
+from planner_arm.plan.schemas import Strategy as StrategyName
 from planner_arm.plan.tool_inputs import step_input_problems
 from planner_arm.plan.tools import arm_specs
 from planner_arm.plan.unsourced import texts_of
@@ -79,14 +80,18 @@ class Strategy(Protocol):
 
 
 class Strategies:
-    """How deep a plan goes: the request's `strategy` picks who plans it; stage 2 then fills
-    each step's input when the request asks for it, within the same deadline. Whatever the
-    strategy, the answer names it, so a stored plan says how it was made."""
+    """How deep a plan goes: the request's `strategy` names who plans it (the wiring gives
+    each strategy by its name); stage 2 then fills each step's input when the request asks for
+    it, within the same deadline. Whatever the strategy, the answer names it, so a stored plan
+    says how it was made."""
 
-    def __init__(
-        self, flat: Strategy, hierarchical: Strategy, iterative: Strategy, specializer: Specializer
-    ) -> None:
-        self._by_name = {"flat": flat, "hierarchical": hierarchical, "iterative": iterative}
+    def __init__(self, by_name: Mapping[StrategyName, Strategy], specializer: Specializer) -> None:
+        # Every name a request may give has its strategy: a missing one fails here, at
+        # start-up, not on the first request that names it.
+        missing = sorted(set(get_args(StrategyName)) - set(by_name))
+        if missing:
+            raise ValueError(f"no strategy for {', '.join(missing)}")
+        self._by_name = dict(by_name)
         self.specializer = specializer
 
     async def plan(self, job: Job[PlanRequest]) -> PlanResponse:

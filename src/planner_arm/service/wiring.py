@@ -234,9 +234,11 @@ def build_runtime(
         tracer=tracing.tracer() if tracing.enabled else None,
     )
     strategies = Strategies(
-        flat,
-        hierarchical,
-        IterativePlanner(flat, settings.planning.iterative_stage_steps),
+        {
+            "flat": flat,
+            "hierarchical": hierarchical,
+            "iterative": IterativePlanner(flat, settings.planning.iterative_stage_steps),
+        },
         specializer,
     )
     # With a shared store every replica answers from one cache; in memory the cache's own
