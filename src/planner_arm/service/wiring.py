@@ -27,7 +27,6 @@ from planner_arm.llm.guarded import GuardedLLM
 from planner_arm.llm.retry import RetryPolicy
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.weighed import BuildLane
-from planner_arm.rules.planner import RuleBasedPlanner
 from planner_arm.service.cache import CachingPlanner, settings_fingerprint
 from planner_arm.service.idempotency import Idempotency
 from planner_arm.service.recorder import PlanRecorder, TrafficStats
@@ -60,10 +59,7 @@ class Runtime:
     guard: StoreGuard
     plans: PlanService
     flat: FlatPlanner
-    hierarchical: HierarchicalPlanner
-    replanner: Replanner
     specializer: Specializer
-    rule_based: RuleBasedPlanner
     models: ModelChain
     llm: LLMClient | None = None
     closed: bool = field(default=False, init=False)
@@ -290,10 +286,7 @@ def build_runtime(
         guard=guard,
         plans=plans,
         flat=flat,
-        hierarchical=hierarchical,
-        replanner=replanner,
         specializer=specializer,
-        rule_based=configured.rule_based,
         llm=llm,
         models=models,
     )
