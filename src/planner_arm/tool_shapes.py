@@ -305,6 +305,11 @@ def shape_problem(item: object) -> str:
     return SHAPES.problem(item)
 
 
+def shape_of(tool: BaseModel) -> ToolShape:
+    """The registry entry of a validated tool."""
+    return SHAPES.of(tool)
+
+
 def foreign_arm_fields(tool: BaseModel) -> dict[str, Any]:
     """A tool of any shape as the fields of an arm."""
     return SHAPES.of(tool).to_arm(tool)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ValidationError
 
 from planner_arm.limits import ArmSpec
-from planner_arm.tool_shapes import SHAPES
+from planner_arm.tool_shapes import shape_of
 from planner_arm.tool_shapes import AnthropicTool as AnthropicTool
 from planner_arm.tool_shapes import FlatFunctionTool as FlatFunctionTool
 from planner_arm.tool_shapes import FunctionTool as FunctionTool
@@ -52,22 +52,22 @@ def arm_specs(tools: Sequence[AnyTool]) -> list[ArmSpec]:
 
 
 def _name(tool: AnyTool) -> str:
-    return str(SHAPES.of(tool).to_arm(tool)["id"])
+    return str(shape_of(tool).to_arm(tool)["id"])
 
 
 def _field_name(tool: AnyTool, part: object) -> str:
-    return SHAPES.of(tool).fields.get(str(part), str(part))
+    return shape_of(tool).fields.get(str(part), str(part))
 
 
 def _spec(tool: AnyTool) -> ArmSpec:
-    return ArmSpec(**SHAPES.of(tool).to_arm(tool))
+    return ArmSpec(**shape_of(tool).to_arm(tool))
 
 
 def undescribed(tools: Sequence[AnyTool]) -> list[str]:
     """The names of the tools sent without a description (planned from name and parameters)."""
     names = []
     for tool in tools:
-        shape = SHAPES.of(tool)
+        shape = shape_of(tool)
         if shape.name != "arm" and not _own_description(tool):
             names.append(str(shape.to_arm(tool)["id"]))
     return names
