@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ValidationError
 
 from planner_arm.limits import ArmSpec
-from planner_arm.tool_shapes import shape_of
 from planner_arm.tool_shapes import AnthropicTool as AnthropicTool
 from planner_arm.tool_shapes import FlatFunctionTool as FlatFunctionTool
 from planner_arm.tool_shapes import FunctionTool as FunctionTool
@@ -25,6 +24,7 @@ from planner_arm.tool_shapes import McpTool as McpTool
 from planner_arm.tool_shapes import Tool as Tool
 from planner_arm.tool_shapes import ToolItem as ToolItem
 from planner_arm.tool_shapes import name_words as name_words
+from planner_arm.tool_shapes import shape_of
 
 AnyTool = BaseModel  # a tool of any shape in `tool_shapes.SHAPES`
 
