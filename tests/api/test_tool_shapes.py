@@ -17,7 +17,8 @@ from mcp.types import TextContent
 
 from planner_arm.api.app import create_app
 from planner_arm.config import ConfigError, load_settings
-from planner_arm.limits import ACCEPTED_SHAPES, ArmSpec, shape_problem
+from planner_arm.limits import ArmSpec
+from planner_arm.tool_shapes import ACCEPTED_SHAPES, shape_problem
 from support.app import answer, make_settings, running_app, with_lifespan
 from support.model_requests import listed_tools
 

@@ -44,6 +44,8 @@ CLIENT_MODULES = {
     "planner_arm.plan.tools",
     # What a tool's schema may hold: the standard library only, read as the tools are.
     "planner_arm.tool_schema",
+    # The shapes a tool is accepted in (pydantic only).
+    "planner_arm.tool_shapes",
 }
 CLIENT_PACKAGES = ("planner_arm.client", "planner_arm.plan.schemas", "planner_arm.plan.endpoint")
 LOADED = """

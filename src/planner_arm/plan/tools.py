@@ -1,11 +1,9 @@
-"""The caller's own tools: the shapes a request may send them in, and finding the right ones.
+"""The caller's own tools as arms, and the pieces of work a request asks for.
 
-A request's `tools` replace the configured arms for that request. Each item is our arm shape
-(`id`, `description`, optional `input_schema`, `consumes`, `produces`), the OpenAI
-function-tool shape, an MCP tool as `tools/list` gives it or an Anthropic tool (the shapes the
-configuration's arms take too: `limits.py`); each is told by its keys (`tool_shape`), so an
-item of no shape is one problem that names the shapes. All become `ArmSpec`s. Pydantic only:
-the client imports these models. Ranking tools against a text is `plan/tool_index.py`.
+A request's `tools` replace the configured arms for that request. Each item is in one of the
+shapes of `tool_shapes.py` (the shapes the configuration's arms take too), told by its keys,
+so an item of no shape is one problem that names the shapes. All become `ArmSpec`s. Pydantic
+only: the client imports these models. Ranking tools against a text is `plan/tool_index.py`.
 """
 
 from __future__ import annotations
@@ -15,71 +13,20 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Discriminator,
-    Field,
-    Tag,
-    ValidationError,
-)
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ValidationError
 
-from planner_arm.limits import (
-    ARM_DESCRIPTION_MAX_CHARS,
-    ARM_ID_MAX_CHARS,
-    ARM_ID_PATTERN,
-    RESOURCE_PATTERN,
-    AnthropicTool,
-    ArmSpec,
-    FlatFunctionTool,
-    FunctionTool,
-    McpTool,
-    foreign_arm_fields,
-    shape_problem,
-    tool_shape,
-)
-from planner_arm.limits import (
-    name_words as name_words,
-)
+from planner_arm.limits import ArmSpec
+from planner_arm.tool_shapes import AnthropicTool as AnthropicTool
+from planner_arm.tool_shapes import FlatFunctionTool as FlatFunctionTool
+from planner_arm.tool_shapes import FunctionTool as FunctionTool
+from planner_arm.tool_shapes import McpTool as McpTool
+from planner_arm.tool_shapes import Tool as Tool
+from planner_arm.tool_shapes import ToolItem as ToolItem
+from planner_arm.tool_shapes import name_words as name_words
+from planner_arm.tool_shapes import shape_of
 
-ToolId = Annotated[str, Field(min_length=1, max_length=ARM_ID_MAX_CHARS, pattern=ARM_ID_PATTERN)]
-Description = Annotated[str, Field(min_length=1, max_length=ARM_DESCRIPTION_MAX_CHARS)]
-Resource = Annotated[str, Field(pattern=RESOURCE_PATTERN)]
-
-
-class Tool(BaseModel):
-    """A tool in our arm shape."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: ToolId
-    description: Description
-    input_schema: dict[str, Any] | None = None
-    consumes: list[Resource] = Field(default_factory=list, max_length=16)
-    produces: list[Resource] = Field(default_factory=list, max_length=16)
-
-
-def _known_shape(item: Any) -> Any:
-    # One problem per item of no shape, instead of one per field of every shape it is not.
-    if tool_shape(item) is None:
-        raise PydanticCustomError("tool_shape", "{problem}", {"problem": shape_problem(item)})
-    return item
-
-
-ToolItem = Annotated[
-    Annotated[Tool, Tag("arm")]
-    | Annotated[FunctionTool, Tag("openai")]
-    | Annotated[FlatFunctionTool, Tag("openai_flat")]
-    | Annotated[McpTool, Tag("mcp")]
-    | Annotated[AnthropicTool, Tag("anthropic")],
-    Discriminator(tool_shape),
-    BeforeValidator(_known_shape),
-]
-AnyTool = Tool | FunctionTool | FlatFunctionTool | McpTool | AnthropicTool
+AnyTool = BaseModel  # a tool of any shape in `tool_shapes.SHAPES`
 
 
 def arm_specs(tools: Sequence[AnyTool]) -> list[ArmSpec]:
@@ -105,42 +52,30 @@ def arm_specs(tools: Sequence[AnyTool]) -> list[ArmSpec]:
 
 
 def _name(tool: AnyTool) -> str:
-    spec = tool.function if isinstance(tool, FunctionTool) else tool
-    return spec.id if isinstance(spec, Tool) else spec.name
-
-
-# An arm's schema fields as each shape spells them, so a problem names the caller's own key.
-_SCHEMA_FIELDS = {
-    McpTool: {"input_schema": "inputSchema", "output_schema": "outputSchema"},
-    FunctionTool: {"input_schema": "function.parameters"},
-    FlatFunctionTool: {"input_schema": "parameters"},
-}
+    return str(shape_of(tool).to_arm(tool)["id"])
 
 
 def _field_name(tool: AnyTool, part: object) -> str:
-    return _SCHEMA_FIELDS.get(type(tool), {}).get(str(part), str(part))
+    return shape_of(tool).fields.get(str(part), str(part))
 
 
 def _spec(tool: AnyTool) -> ArmSpec:
-    if isinstance(tool, Tool):
-        return ArmSpec(
-            id=tool.id,
-            description=tool.description,
-            input_schema=tool.input_schema,
-            consumes=tool.consumes,
-            produces=tool.produces,
-        )
-    return ArmSpec(**foreign_arm_fields(tool))
+    return ArmSpec(**shape_of(tool).to_arm(tool))
 
 
 def undescribed(tools: Sequence[AnyTool]) -> list[str]:
     """The names of the tools sent without a description (planned from name and parameters)."""
     names = []
     for tool in tools:
-        spec = tool.function if isinstance(tool, FunctionTool) else tool
-        if not isinstance(spec, Tool) and not (spec.description or "").strip():
-            names.append(spec.name)
+        shape = shape_of(tool)
+        if shape.name != "arm" and not _own_description(tool):
+            names.append(str(shape.to_arm(tool)["id"]))
     return names
+
+
+def _own_description(tool: AnyTool) -> str:
+    spec = getattr(tool, "function", tool)
+    return (getattr(spec, "description", None) or "").strip()
 
 
 def tool_set_key(specs: Sequence[ArmSpec]) -> str:
