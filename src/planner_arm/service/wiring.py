@@ -59,6 +59,7 @@ class Runtime:
     guard: StoreGuard
     plans: PlanService
     flat: FlatPlanner
+    replanner: Replanner
     specializer: Specializer
     models: ModelChain
     llm: LLMClient | None = None
@@ -286,6 +287,7 @@ def build_runtime(
         guard=guard,
         plans=plans,
         flat=flat,
+        replanner=replanner,
         specializer=specializer,
         llm=llm,
         models=models,
