@@ -6,13 +6,13 @@ so a run pays for it once: support/mcp_sdk.py), printing exactly what the docs s
 
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support.doc_examples import program_and_output
 from support.mcp_sdk import SDKS, python_for
 from support.service import serving
 
@@ -22,12 +22,7 @@ DOC = REPO / "docs" / "mcp.md"
 
 
 def trying_it() -> tuple[str, str]:
-    """The code and what it prints: the python and text blocks of the docs' "Trying it"."""
-    section = DOC.read_text().split("\n## Trying it\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.DOTALL)
-    (code,) = [text for kind, text in blocks if kind == "python"]
-    (printed,) = [text for kind, text in blocks if kind == "text"]
-    return code, printed
+    return program_and_output(DOC, "## Trying it")
 
 
 def test_the_docs_show_the_example_file_whole() -> None:

@@ -5,29 +5,23 @@ answers), with mcp 1.x and 2.x on the client side, printing exactly what the doc
 
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from support.doc_examples import program_and_output
 from support.mcp_sdk import SDKS, python_for
 from support.service import serving
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "run_plan.py"
 DOC = REPO / "docs" / "api.md"
-SECTION = "\n### Over an MCP server's tools\n"
 
 
 def documented() -> tuple[str, str]:
-    """The code and what it prints: the section's first python and first text block."""
-    section = DOC.read_text().split(SECTION, 1)[1].split("\n### ", 1)[0]
-    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.DOTALL)
-    code = next(text for kind, text in blocks if kind == "python")
-    printed = next(text for kind, text in blocks if kind == "text")
-    return code, printed
+    return program_and_output(DOC, "### Over an MCP server's tools")
 
 
 def test_the_docs_show_the_example_file_whole() -> None:

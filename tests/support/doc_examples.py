@@ -541,3 +541,15 @@ def check(example: Example, services: Services, directory: Path) -> str | None:
     if matches(expected, printed, ignore_whitespace=example.ignore_whitespace):
         return None
     return difference(example, expected, printed)
+
+
+def program_and_output(doc: Path, heading: str) -> tuple[str, str]:
+    """The first python block and the first text block under `heading` (a whole heading
+    line, `## Trying it`) of `doc`, up to the next heading of its level: a program the docs
+    show whole and what it prints."""
+    level = heading.split(" ", 1)[0]
+    section = doc.read_text().split(f"\n{heading}\n", 1)[1].split(f"\n{level} ", 1)[0]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.DOTALL)
+    code = next(text for kind, text in blocks if kind == "python")
+    printed = next(text for kind, text in blocks if kind == "text")
+    return code, printed
