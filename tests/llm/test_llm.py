@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import ModuleType
 
 import httpx
 import pytest
@@ -16,7 +17,7 @@ from planner_arm.errors import (
     LLMTransientError,
     LLMUnsupportedFormat,
 )
-from planner_arm.llm.client import AnswerSchema, LLMClient, redact
+from planner_arm.llm.client import AnswerSchema, LLMClient, SdkLoader, redact
 from planner_arm.strategies.answer_schemas import plan_json_schema
 from support.app import TEST_KEY, answer, completion_body, make_settings
 
@@ -265,3 +266,52 @@ asyncio.run(main())
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["{}", "{}", "False"]
+
+
+def test_building_the_client_imports_no_sdk() -> None:
+    """The service is ready before the SDK is imported: building the client (as the lifespan
+    does before ready) imports none of it; the first call does."""
+    import subprocess
+    import sys
+
+    script = """
+import asyncio, sys
+import httpx, respx
+sys.path.insert(0, "tests")
+from support.app import answer, make_settings
+from planner_arm.llm.client import LLMClient
+
+async def main():
+    llm = LLMClient(make_settings(), httpx.AsyncClient())
+    print("openai" in sys.modules)
+    with respx.mock(assert_all_called=False) as mock:
+        mock.post(url__regex=r".*/chat/completions").mock(return_value=answer("{}"))
+        done = await llm.complete("gpt-3.5-turbo", [{"role": "user", "content": "u"}], timeout=5)
+    await llm.aclose()
+    print(done.content, "openai" in sys.modules)
+
+asyncio.run(main())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "{}", "True"]
+
+
+async def test_a_call_waits_for_the_sdk_no_longer_than_its_timeout(
+    chat_route: respx.Route,
+) -> None:
+    class Stuck(SdkLoader):
+        async def get(self) -> ModuleType:
+            await asyncio.Event().wait()  # an import that never ends
+            raise AssertionError("unreachable")
+
+    llm = LLMClient(make_settings(), httpx.AsyncClient())
+    llm.sdk = Stuck()
+    with pytest.raises(LLMTransientError) as caught:
+        await llm.complete("m", MESSAGES, timeout=0.05)
+    assert caught.value.code == "timeout"
+    assert "the SDK was still loading" in caught.value.detail
+    assert not chat_route.called
+    await llm.aclose()

@@ -1,13 +1,13 @@
 """create_app(): the FastAPI application with its lifespan, middleware and error handlers.
 
-The lifespan builds the whole service through the composition root (`build_runtime`), warms
-the model client, serves it over MCP at /mcp too, yields the typed `State` every request sees,
-and closes what it built; it warns (`serving_without_keys`) when the service listens beyond
-loopback with no API keys. Without keys every route but the probes answers only to the hosts
-/mcp answers to (`api/hosts.py`). /docs and /redoc load their files from the service itself.
-With tracing configured, each request is a server span (the FastAPI instrumentation, which
-continues a caller's `traceparent`; credential headers redacted), and the spans still
-buffered are exported on the way out.
+The lifespan builds the whole service through the composition root (`build_runtime`), starts
+warming the model client once ready, serves it over MCP at /mcp too, yields the typed `State`
+every request sees, and closes what it built; it warns (`serving_without_keys`) when the service
+listens beyond loopback with no API keys. Without keys every route but the probes answers only
+to the hosts /mcp answers to (`api/hosts.py`). /docs and /redoc load their files from the
+service itself. With tracing configured, each request is a server span (the FastAPI
+instrumentation, which continues a caller's `traceparent`; credential headers redacted), and the
+spans still buffered are exported on the way out.
 """
 
 from __future__ import annotations
@@ -113,8 +113,6 @@ def create_app(
             tracing=tracing,
             build_lane=build_lane,
         )
-        # Before ready: the first plan request is then no slower than the tenth.
-        await runtime.warm_up()
         if runtime.llm is None:
             log.warning(
                 "llm_disabled",
@@ -123,6 +121,8 @@ def create_app(
             )
         log_key_entries(settings.auth)
         readiness.ready()
+        # After ready: the model client's SDK loads and rehearses beside the first requests.
+        runtime.start_warm_up()
         log.info(
             "service_started",
             version=service_version(),

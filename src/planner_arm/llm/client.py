@@ -4,10 +4,9 @@ errors, plain or streamed.
 The SDK's own retries are off (`max_retries=0`): the planner's retry policy is the only retry
 loop, so a bad key is never tried three times and a hang never outlives the request deadline.
 
-The one endpoint called, POST /chat/completions, goes through the SDK's documented
-`AsyncOpenAI.post` rather than `client.chat.completions.create`: the same request building,
-auth, error mapping and response parsing, without importing every resource module of the SDK
-(about a second on a small machine) on the first touch of `client.chat`.
+The SDK itself is reached through `llm/sdk.py`, imported in a worker thread (`SdkLoader`):
+started once the service is ready, awaited by a call that comes before it is done. Nothing on
+the way to readiness pays for it, and the rule-based answer never does.
 
 Streamed (`stream=True`), the text deltas go to a sink as they arrive and the server reports
 the usage in its last chunk when it can; the deltas are joined into the same `Completion` a
@@ -17,25 +16,25 @@ With tracing on, each call is one span (`chat <model>`) with the OpenTelemetry G
 attributes: the model asked and the one that answered, the tokens, the finish reason, or the
 error's code. With it off, no span is made at all.
 
-At start-up one rehearsal runs the SDK's whole request and response path, plain and streamed,
-against an in-process transport (no network, no model, nothing counted): the SDK's parsers and
-httpx's asyncio backend are then built before the first real request, not during it.
+Once the SDK is imported, one rehearsal runs its whole request and response path, plain and
+streamed, against an in-process transport (`sdk.rehearse_model_call`), so the first real
+request does not build the SDK's parsers or httpx's asyncio backend.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import email.utils
-import json
 import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Protocol
 
 import httpx
-import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
@@ -49,43 +48,8 @@ from planner_arm.errors import (
     LLMUnsupportedFormat,
 )
 
-CHAT_COMPLETIONS_PATH = "/chat/completions"
-
 # One message of a conversation: {"role": ..., "content": ...}.
 Message = dict[str, str]
-
-
-async def create_completion(
-    client: openai.AsyncOpenAI,
-    options: dict[str, Any],
-    *,
-    timeout: float,  # noqa: ASYNC109 - the SDK's own timeout for the request
-) -> ChatCompletion:
-    """One chat completion: `options` is the request body (model, messages, ...)."""
-    return await client.post(
-        CHAT_COMPLETIONS_PATH,
-        body=options,
-        options={"timeout": timeout, "security": {"bearer_auth": True}},
-        cast_to=ChatCompletion,
-    )
-
-
-async def stream_completion(
-    client: openai.AsyncOpenAI,
-    options: dict[str, Any],
-    *,
-    timeout: float,  # noqa: ASYNC109 - the SDK's own timeout for the request
-) -> openai.AsyncStream[ChatCompletionChunk]:
-    """The same call streamed: the body gets `stream: true` and asks for the usage."""
-    body = {**options, "stream": True, "stream_options": {"include_usage": True}}
-    return await client.post(
-        CHAT_COMPLETIONS_PATH,
-        body=body,
-        options={"timeout": timeout, "security": {"bearer_auth": True}},
-        cast_to=ChatCompletion,
-        stream=True,
-        stream_cls=openai.AsyncStream[ChatCompletionChunk],
-    )
 
 
 # A provider's refusal of streaming itself (not of the request): asked without it instead.
@@ -102,49 +66,14 @@ class AnswerSink(Protocol):
         """The next piece of the answer's text."""
 
 
-async def read_stream(
-    client: openai.AsyncOpenAI,
-    options: dict[str, Any],
-    sink: AnswerSink,
-    started: float,
-    *,
-    timeout: float,  # noqa: ASYNC109 - the SDK's own timeout for the request
-) -> tuple[str | None, str | None, Any, float, str | None]:
-    """(content, finish reason, usage or None, latency, the model that answered); raises
-    LLMTransientError when the stream ends before the answer does. Transport errors propagate
-    as the SDK raises them."""
-    stream = await stream_completion(client, options, timeout=timeout)
-    parts: list[str] = []
-    finish_reason: str | None = None
-    usage: Any = None
-    refusal: list[str] = []
-    answered_by: str | None = None
-    async with stream:
-        async for chunk in stream:
-            answered_by = chunk.model or answered_by
-            if chunk.usage is not None:
-                usage = chunk.usage
-            for choice in chunk.choices[:1]:
-                delta = choice.delta
-                if delta.content:
-                    parts.append(delta.content)
-                    sink.text(delta.content)
-                if getattr(delta, "refusal", None):
-                    refusal.append(delta.refusal or "")
-                if choice.finish_reason is not None:
-                    finish_reason = choice.finish_reason
-    if finish_reason is None:
-        raise LLMTransientError("the answer's stream ended before the answer", code="stream_broken")
-    content = "".join(parts) or ("".join(refusal) or None)
-    return content, finish_reason, usage, time.perf_counter() - started, answered_by
-
-
 # Providers quote part of a bad key back in their error text; none of it may reach a log.
 _KEY_LIKE = re.compile(r"\b(sk|key|api[-_]?key)[-_][A-Za-z0-9_*\-]{6,}", re.IGNORECASE)
 _TOKEN = re.compile(r"[A-Za-z0-9_\-]{4,}")
 _CONTEXT_LENGTH = re.compile(r"context.length|maximum context|too many tokens", re.IGNORECASE)
 _FORMAT_WORDS = re.compile(r"response_format|json_object|json_schema|json mode", re.IGNORECASE)
 
+# Where the SDK sends calls when no base URL is configured.
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Used when a base URL is set but no key: local servers (vLLM, Ollama) ignore it.
 _PLACEHOLDER_KEY = "not-needed"
 
@@ -207,7 +136,8 @@ def _retry_after_seconds(headers: httpx.Headers) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _map_status_error(exc: openai.APIStatusError, key: str | None) -> LLMError:
+def _map_status_error(exc: Any, key: str | None) -> LLMError:
+    """Our error for the SDK's `APIStatusError` `exc`."""
     status = exc.status_code
     detail = redact(f"HTTP {status}: {exc.message}", key)
     if status == 429:
@@ -242,6 +172,49 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
     )
 
 
+def _import_sdk() -> ModuleType:
+    from planner_arm.llm import sdk
+
+    return sdk
+
+
+class SdkLoader:
+    """`llm/sdk.py`, and with it the openai SDK, imported once in a worker thread of its own:
+    `start` begins it (the lifespan does, once the service is ready), `get` awaits it from any
+    event loop, starting it if nobody has."""
+
+    def __init__(self) -> None:
+        self._module: ModuleType | None = None
+        self._future: concurrent.futures.Future[ModuleType] | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._future is not None:
+                return
+            self._future = concurrent.futures.Future()
+        threading.Thread(target=self._load, name="sdk-import", daemon=True).start()
+
+    def _load(self) -> None:
+        assert self._future is not None
+        try:
+            self._future.set_result(_import_sdk())
+        except BaseException as error:  # handed to whoever awaits it
+            self._future.set_exception(error)
+
+    @property
+    def module(self) -> ModuleType | None:
+        """The SDK's module once a `get` has had it; None before."""
+        return self._module
+
+    async def get(self) -> ModuleType:
+        if self._module is None:
+            self.start()
+            assert self._future is not None
+            self._module = await asyncio.wrap_future(self._future)
+        return self._module
+
+
 class LLMClient:
     """One pooled connection to an OpenAI-compatible server for the whole process."""
 
@@ -256,17 +229,14 @@ class LLMClient:
         self._tracer = tracer
         self._key = settings.api_key.get_secret_value() if settings.api_key else None
         self._http = http_client or build_http_client(settings)
-        self._client = openai.AsyncOpenAI(
-            api_key=self._key or _PLACEHOLDER_KEY,
-            base_url=settings.model.base_url,
-            max_retries=0,
-            http_client=self._http,
-        )
+        self.sdk = SdkLoader()
+        # The SDK's client, built on the first call (the SDK is imported by then).
+        self._client: Any = None
         # Models whose server refused `response_format`; asked without it from then on.
         self._no_response_format: set[str] = set()
         # Models whose server refused `stream`; asked without it from then on.
         self._no_stream: set[str] = set()
-        url = self._client.base_url
+        url = httpx.URL(settings.model.base_url or DEFAULT_BASE_URL)
         default_port = 443 if url.scheme == "https" else 80
         self._server: dict[str, AttributeValue] = {
             "server.address": url.host,
@@ -274,7 +244,24 @@ class LLMClient:
         }
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._client is not None:
+            await self._client.close()  # the SDK's client closes the pool too
+        else:
+            await self._http.aclose()
+
+    async def warm_up(self) -> None:
+        """The SDK imported (in its thread) and rehearsed: the first real call then builds
+        nothing."""
+        sdk = await self.sdk.get()
+        await sdk.rehearse_model_call()
+
+    async def _sdk_client(self) -> tuple[ModuleType, Any]:
+        """The SDK and its client (built on the first call), once the import is done."""
+        sdk = await self.sdk.get()
+        if self._client is None:
+            base_url = self._settings.model.base_url
+            self._client = sdk.new_client(self._key or _PLACEHOLDER_KEY, base_url, self._http)
+        return sdk, self._client
 
     def _response_format(
         self, model: str, answer_schema: AnswerSchema | None
@@ -366,25 +353,47 @@ class LLMClient:
         started = time.perf_counter()
         try:
             # httpx's read timeout is per chunk, so a server that drips bytes could outlive
-            # it; this bound is on the whole call.
+            # it; this bound is on the whole call, the wait for the SDK's import included.
             async with asyncio.timeout(timeout):
-                if streaming:
-                    assert sink is not None
-                    content, finish_reason, usage, latency, answered_by = await read_stream(
-                        self._client, options, sink, started, timeout=timeout
+                return await self._call(options, sink, streaming, started, timeout)
+        except Exception as exc:
+            sdk = self.sdk.module
+            if sdk is None:  # the SDK's import was not done yet
+                if not isinstance(exc, TimeoutError):
+                    raise
+                detail = f"no answer within {timeout:.2f}s (the SDK was still loading)"
+                raise LLMTransientError(detail, code="timeout") from exc
+            errors = sdk.openai
+            if isinstance(exc, errors.APIStatusError):
+                if streaming and exc.status_code in (400, 422) and STREAM_WORDS.search(exc.message):
+                    self._no_stream.add(model)
+                    remaining = timeout - (time.perf_counter() - started)
+                    return await self._complete(
+                        model, messages, timeout=remaining, sink=sink, answer_schema=answer_schema
                     )
-                    return _completion(content, finish_reason, usage, latency, answered_by)
-                response = await create_completion(self._client, options, timeout=timeout)
-        except openai.APIStatusError as exc:
-            if streaming and exc.status_code in (400, 422) and STREAM_WORDS.search(exc.message):
-                self._no_stream.add(model)
-                remaining = timeout - (time.perf_counter() - started)
-                return await self._complete(
-                    model, messages, timeout=remaining, sink=sink, answer_schema=answer_schema
-                )
-            raise self._status_error(exc, model, response_format) from exc
-        except (TimeoutError, openai.APIError, httpx.HTTPError) as exc:
-            raise self._failure(exc, timeout) from exc
+                raise self._status_error(exc, model, response_format) from exc
+            if isinstance(exc, TimeoutError | errors.APIError | httpx.HTTPError):
+                raise self._failure(exc, timeout, errors) from exc
+            raise
+
+    async def _call(
+        self,
+        options: dict[str, Any],
+        sink: AnswerSink | None,
+        streaming: bool,
+        started: float,
+        timeout: float,  # noqa: ASYNC109 - the SDK's own timeout is set from it
+    ) -> Completion:
+        """One call through the SDK; streamed, each piece of text goes to `sink` as it comes,
+        else the whole text does."""
+        sdk, client = await self._sdk_client()
+        if streaming:
+            assert sink is not None
+            content, finish_reason, usage, latency, answered_by = await sdk.read_stream(
+                client, options, sink.text, started, timeout=timeout
+            )
+            return _completion(content, finish_reason, usage, latency, answered_by)
+        response = await sdk.create_completion(client, options, timeout=timeout)
         latency = time.perf_counter() - started
         content, finish_reason = _answer(response)
         if sink is not None and content:
@@ -392,7 +401,7 @@ class LLMClient:
         return _completion(content, finish_reason, response.usage, latency, response.model)
 
     def _status_error(
-        self, exc: openai.APIStatusError, model: str, response_format: dict[str, Any] | None
+        self, exc: Any, model: str, response_format: dict[str, Any] | None
     ) -> LLMError:
         error = _map_status_error(exc, self._key)
         if not isinstance(error, LLMUnsupportedFormat):
@@ -403,16 +412,15 @@ class LLMClient:
         self._no_response_format.add(model)
         return error
 
-    def _failure(
-        self, exc: TimeoutError | openai.APIError | httpx.HTTPError, timeout: float
-    ) -> LLMError:
-        """The error for a call that got no usable answer (an HTTP error status aside)."""
-        if isinstance(exc, TimeoutError | openai.APITimeoutError):
+    def _failure(self, exc: Exception, timeout: float, errors: ModuleType) -> LLMError:
+        """The error for a call that got no usable answer (an HTTP error status aside);
+        `errors` is the SDK's module, whose exception classes these are."""
+        if isinstance(exc, TimeoutError | errors.APITimeoutError):
             return LLMTransientError(f"no answer within {timeout:.2f}s", code="timeout")
-        if isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc, errors.APIConnectionError):
             detail = redact(f"connection failed: {exc.__cause__ or exc}", self._key)
             return LLMTransientError(detail, code="connection")
-        if isinstance(exc, openai.APIError):
+        if isinstance(exc, errors.APIError):
             detail = redact(f"unusable response: {exc.message}", self._key)
             return LLMTransientError(detail, code="bad_response")
         # A stream cut off mid-answer: the SDK lets the transport's error through.
@@ -455,40 +463,3 @@ def _describe_answer(span: trace.Span, completion: Completion) -> None:
     if completion.usage_reported:
         span.set_attribute("gen_ai.usage.input_tokens", completion.prompt_tokens)
         span.set_attribute("gen_ai.usage.output_tokens", completion.completion_tokens)
-
-
-_REHEARSAL_URL = "http://warm-up.invalid/v1"
-_CHUNK = {"id": "w", "object": "chat.completion.chunk", "created": 0, "model": "w"}
-
-
-def _rehearsal_answer(request: httpx.Request) -> httpx.Response:
-    if json.loads(request.content).get("stream"):
-        chunk = {**_CHUNK, "choices": [{"index": 0, "delta": {"content": "{}"}}]}
-        body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
-        return httpx.Response(200, text=body, headers={"content-type": "text/event-stream"})
-    message = {"role": "assistant", "content": "{}"}
-    completion = {
-        "id": "w",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "w",
-        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }
-    return httpx.Response(200, json=completion)
-
-
-async def rehearse_model_call() -> None:
-    """Run one plain and one streamed call through the SDK against an in-process answer."""
-    # httpcore imports anyio's asyncio backend when its pool first runs: import it now.
-    import anyio._backends._asyncio  # noqa: F401
-
-    transport = httpx.MockTransport(_rehearsal_answer)
-    async with httpx.AsyncClient(transport=transport) as http:
-        client = openai.AsyncOpenAI(api_key="warm-up", base_url=_REHEARSAL_URL, http_client=http)
-        options = {"model": "w", "messages": [{"role": "user", "content": "w"}]}
-        await create_completion(client, options, timeout=5)
-        stream = await stream_completion(client, options, timeout=5)
-        async with stream:
-            async for _ in stream:
-                pass

@@ -11,6 +11,7 @@ spans.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import random
 from dataclasses import dataclass, field
@@ -18,11 +19,12 @@ from importlib.metadata import version as package_version
 from typing import Literal
 
 import httpx
+import structlog
 
 from planner_arm.clock import Clock
 from planner_arm.config import Settings
 from planner_arm.llm.chain import CallTime, ModelChain, ModelHealth
-from planner_arm.llm.client import LLMClient, build_http_client, rehearse_model_call
+from planner_arm.llm.client import LLMClient, build_http_client
 from planner_arm.llm.guarded import GuardedLLM
 from planner_arm.llm.retry import RetryPolicy
 from planner_arm.metrics import PlannerMetrics
@@ -64,12 +66,29 @@ class Runtime:
     models: ModelChain
     llm: LLMClient | None = None
     closed: bool = field(default=False, init=False)
+    # The model client's warm-up, running beside the first requests (None without a model).
+    warming: asyncio.Task[None] | None = field(default=None, init=False)
 
-    async def warm_up(self) -> None:
-        """With a model configured, one rehearsal of the model client's whole path (no
-        network), so the first plan request is no slower than the tenth."""
-        if self.llm is not None:
-            await rehearse_model_call()
+    def start_warm_up(self) -> None:
+        """With a model configured: the SDK's import (in a thread of its own) and one
+        rehearsal of the model client's whole path (no network), in the background. Readiness
+        does not wait for it (the rule-based answer needs none of it); a model call made
+        before it is done waits for the import, and nothing else."""
+        if self.llm is not None and self.warming is None:
+            self.llm.sdk.start()
+            self.warming = asyncio.get_running_loop().create_task(self._warm_up(self.llm))
+
+    async def _warm_up(self, llm: LLMClient) -> None:
+        try:
+            await llm.warm_up()
+        except Exception as error:  # a failed rehearsal costs nothing else
+            log = structlog.get_logger("planner_arm.service")
+            log.warning("model_client_warm_up_failed", error=str(error)[:200])
+
+    async def warmed(self) -> None:
+        """Returns once the warm-up is over (at once when there is none)."""
+        if self.warming is not None:
+            await asyncio.shield(self.warming)
 
     def model_health(self) -> ModelHealth:
         """Each model's circuit now; empty when no model is configured."""
@@ -90,6 +109,8 @@ class Runtime:
         if self.closed:
             return
         self.closed = True
+        if self.warming is not None:
+            self.warming.cancel()
         await self.models.aclose()
         if self.llm is not None:
             await self.llm.aclose()
