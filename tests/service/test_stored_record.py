@@ -4,6 +4,8 @@ answer does not repeat each long constraint in full. respx on the model, the mem
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import respx
 
@@ -74,4 +76,14 @@ async def test_a_record_is_kept_without_step_states_when_none_were_reported() ->
     data = await service.store.get_plan(ANONYMOUS, planned.plan_id)
     assert data is not None
     assert "step_states" not in data["request"]
-    assert StoredPlan.model_validate(data).as_json() == data
+    assert json.loads(StoredPlan.model_validate(data).as_text()) == data
+
+
+async def test_a_record_with_a_lone_surrogate_is_still_written() -> None:
+    # Requests refuse lone surrogates at the edge; a record read back from an older store may
+    # hold one (JSON can escape one), and pydantic's writer refuses it where Python's keeps it.
+    service = make_service(llm=False)
+    planned = await service.plans.plan(PlanRequest(goal="Fix the login bug"), "r1", use_cache=False)
+    context = {"note": "half a pair: \ud800"}
+    record = StoredPlan(response=planned, request=StoredRequest(goal="g", context=context))
+    assert json.loads(record.as_text())["request"]["context"] == context

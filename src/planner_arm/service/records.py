@@ -22,6 +22,7 @@ import structlog
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel, Field, field_validator
+from pydantic_core import PydanticSerializationError
 
 from planner_arm.circuit import Circuit, CircuitState
 from planner_arm.clock import Clock, Deadline
@@ -29,7 +30,7 @@ from planner_arm.config import CircuitSettings
 from planner_arm.errors import StoreFull, StoreUnavailable, TenantQuotaExceeded
 from planner_arm.plan.schemas import PlanResponse
 from planner_arm.principal import Principal
-from planner_arm.store.base import Claimed, ClaimOutcome, JSONObject, PlanStore
+from planner_arm.store.base import Claimed, ClaimOutcome, JSONObject, PlanStore, encode
 
 T = TypeVar("T")
 
@@ -170,12 +171,14 @@ class StoredPlan(BaseModel):
     response: PlanResponse
     request: StoredRequest = Field(default_factory=StoredRequest)
 
-    def as_json(self) -> JSONObject:
-        """The record as the store holds it (no `step_states` when none were reported)."""
-        request = self.request.model_dump(
-            mode="json", exclude=set() if self.request.step_states else {"step_states"}
-        )
-        return {"response": self.response.model_dump(mode="json"), "request": request}
+    def as_text(self) -> str:
+        """The record's JSON as the store holds it (no `step_states` when none were
+        reported), written by pydantic in one pass."""
+        exclude = None if self.request.step_states else {"request": {"step_states"}}
+        try:
+            return self.model_dump_json(exclude=exclude)
+        except PydanticSerializationError:  # a lone surrogate: only Python's encoder keeps it
+            return encode(self.model_dump(mode="json", exclude=exclude))
 
 
 @dataclass(frozen=True)
@@ -191,8 +194,8 @@ class Records:
 
     async def put_plan(self, plan_id: str, record: StoredPlan) -> None:
         store = self.guard.store
-        data = record.as_json()
-        await self._run(lambda: store.put_plan(self.owner, plan_id, data), "put_plan")
+        text = record.as_text()
+        await self._run(lambda: store.put_plan(self.owner, plan_id, text), "put_plan")
 
     async def get_plan(self, plan_id: str) -> StoredPlan | None:
         store = self.guard.store

@@ -120,10 +120,11 @@ class PlanStore(Protocol):
         None for a store inside the process."""
 
     async def put_plan(
-        self, owner: Principal, plan_id: str, record: JSONObject, ttl: float | None = None
+        self, owner: Principal, plan_id: str, record: JSONObject | str, ttl: float | None = None
     ) -> None:
-        """Keep a plan record (the answer and the request it answered) for `owner`; raises
-        TenantQuotaExceeded when that would take the owner past its cap of plan bytes."""
+        """Keep a plan record (the answer and the request it answered) for `owner`, given as
+        a JSON object or as its JSON text; raises TenantQuotaExceeded when that would take the
+        owner past its cap of plan bytes."""
 
     async def get_plan(self, owner: Principal, plan_id: str) -> JSONObject | None:
         """The owner's plan record, or None when unknown, expired or another owner's."""
@@ -192,7 +193,11 @@ def note_store_failure(metrics: PlannerMetrics, operation: str, error: StoreUnav
     )
 
 
-def encode(value: JSONObject) -> str:
+def encode(value: JSONObject | str) -> str:
+    """A record's JSON text; a text is taken as the record's JSON already (the service writes
+    a plan record's JSON once, from its model)."""
+    if isinstance(value, str):
+        return value
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 

@@ -318,7 +318,7 @@ class MemoryStore:
         return self._map(kind).held_bytes(owner.id)
 
     async def put_plan(
-        self, owner: Principal, plan_id: str, record: JSONObject, ttl: float | None = None
+        self, owner: Principal, plan_id: str, record: JSONObject | str, ttl: float | None = None
     ) -> None:
         text = utf8(encode(record))
         cap = self._caps.plan_bytes

@@ -267,7 +267,7 @@ class RedisStore:
         return f"{self._prefix}:{kind}:{name}"
 
     async def put_plan(
-        self, owner: Principal, plan_id: str, record: JSONObject, ttl: float | None = None
+        self, owner: Principal, plan_id: str, record: JSONObject | str, ttl: float | None = None
     ) -> None:
         px = milliseconds(self._ttl if ttl is None else ttl)
         keys = [self.key("plan", owned(owner, plan_id)), *self.account_keys("plan", owner.id)]
