@@ -315,3 +315,37 @@ async def test_a_call_waits_for_the_sdk_no_longer_than_its_timeout(
     assert "the SDK was still loading" in caught.value.detail
     assert not chat_route.called
     await llm.aclose()
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (b"<html>Bad gateway</html>", "the body"),
+        (b'{"choices": "none today"}', "choices"),
+        (b'{"choices": [{"message": {"content": ["a", "list"]}}]}', "choices.0.message.content"),
+    ],
+    ids=["not-json", "no-choices", "content-not-text"],
+)
+async def test_a_200_that_is_no_chat_completion_is_a_transient_bad_response(
+    client: LLMClient, chat_route: respx.Route, body: bytes, where: str
+) -> None:
+    chat_route.return_value = httpx.Response(
+        200, content=body, headers={"content-type": "application/json"}
+    )
+    with pytest.raises(LLMTransientError) as caught:
+        await client.complete("m", MESSAGES, timeout=5)
+    assert caught.value.code == "bad_response"
+    assert caught.value.detail.startswith(f"unusable response: {where}: ")
+
+
+async def test_fields_the_planner_does_not_read_are_ignored(
+    client: LLMClient, chat_route: respx.Route
+) -> None:
+    body = completion_body("{}", model="gpt-x-2026")
+    body["system_fingerprint"] = "fp_1"
+    body["choices"][0]["logprobs"] = {"content": [{"token": "{", "logprob": -0.1}]}
+    body["service_tier"] = "default"
+    chat_route.return_value = httpx.Response(200, json=body)
+    done = await client.complete("m", MESSAGES, timeout=5)
+    assert (done.content, done.finish_reason, done.response_model) == ("{}", "stop", "gpt-x-2026")
+    assert (done.prompt_tokens, done.completion_tokens, done.usage_reported) == (900, 300, True)

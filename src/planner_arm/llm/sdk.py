@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from pydantic import BaseModel, ValidationError
 
 from planner_arm.errors import LLMTransientError
 
@@ -35,19 +36,53 @@ def new_client(api_key: str, base_url: str | None, http_client: httpx.AsyncClien
     )
 
 
+class _Message(BaseModel):
+    content: str | None = None
+    refusal: str | None = None
+
+
+class _Choice(BaseModel):
+    message: _Message = _Message()
+    finish_reason: str | None = None
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class ChatAnswer(BaseModel):
+    """Of a chat completion, what the planner reads: the first choice's text or refusal, how
+    it ended, the tokens and the model that answered. Anything else the server sends is
+    ignored, unread."""
+
+    model: str | None = None
+    choices: list[_Choice] = []
+    usage: _Usage | None = None
+
+
 async def create_completion(
     client: openai.AsyncOpenAI,
     options: dict[str, Any],
     *,
     timeout: float,  # noqa: ASYNC109 - the SDK's own timeout for the request
-) -> ChatCompletion:
-    """One chat completion: `options` is the request body (model, messages, ...)."""
-    return await client.post(
+) -> ChatAnswer:
+    """One chat completion: `options` is the request body (model, messages, ...). The SDK
+    builds, sends and checks the call; its body is read into `ChatAnswer` in one pass of
+    pydantic's JSON parser rather than into the SDK's own objects."""
+    raw = await client.post(
         CHAT_COMPLETIONS_PATH,
         body=options,
         options={"timeout": timeout, "security": {"bearer_auth": True}},
-        cast_to=ChatCompletion,
+        cast_to=httpx.Response,
     )
+    try:
+        return ChatAnswer.model_validate_json(raw.content)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the body"
+        detail = f"unusable response: {where}: {first['msg']}"
+        raise LLMTransientError(detail, code="bad_response") from error
 
 
 async def stream_completion(
