@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from planner_arm.config import ArmSpec, WorkedExample
-from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.tool_graph import ToolGraph
-from planner_arm.rules.tools import ToolPlanner
+from planner_arm.tools.graph import ToolGraph
+from planner_arm.tools.index import tool_resolver
+from planner_arm.tools.planner import ToolPlanner
 
 NOUNS = (
     "customer", "order", "invoice", "ticket", "shipment", "refund", "product", "movie", "person",
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     mib = 2**20
     print(f"memory: {(held - before) / mib:.1f} MiB held by the graph, peak {peak / mib:.1f} MiB")
 
-    resolver = ArmResolver(specs, {}, tools=True)
+    resolver = tool_resolver(specs)
     planner = ToolPlanner(resolver, graph)
     rng = random.Random(2)
     goals = [

@@ -81,7 +81,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from planner_arm.api.app import create_app
 from planner_arm.config import ArmSpec, Settings, WorkedExample, load_settings
-from planner_arm.plan.tool_index import ExampleIndex, ToolIndex
+from planner_arm.tools.index import ExampleIndex, ToolIndex
 from support.app import with_lifespan
 from support.stub_model import DEFAULT_MODEL, Reply, StubLLM
 

@@ -64,9 +64,9 @@ from typing import Any
 import httpx
 
 from planner_arm.config import ArmSpec, load_settings
-from planner_arm.plan.tool_index import ExampleIndex
 from planner_arm.plan.weighed import BuildLane, SharedWork, ToolMemo
 from planner_arm.strategies.toolbox import build_toolbox
+from planner_arm.tools.index import ExampleIndex
 
 ROOT = Path(__file__).resolve().parents[1]
 STUB = ROOT / "tests" / "support" / "stub_model.py"

@@ -19,7 +19,7 @@ from typing import Any
 
 from planner_arm.plan.schemas import PlanRequest, PlanStep
 from planner_arm.plan.tool_inputs import check_tool_input, tool_schema
-from planner_arm.rules.inputs import rule_tool_input
+from planner_arm.tools.arguments import rule_tool_input
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -1,8 +1,9 @@
 """The package's layering, read from the source: who may import whom, no cycles, small modules
 and functions simple enough to follow (cyclomatic complexity as radon counts it).
 
-Data flows one way: api (HTTP and MCP) -> service -> strategies -> (pipeline, llm, rules) ->
-plan -> the shared modules; the service alone reaches the store.
+Data flows one way: api (HTTP and MCP) -> service -> strategies -> (pipeline, llm, rules,
+tools) -> plan -> the shared modules; the service alone reaches the store. rules/ (the
+configured agents) and tools/ (a caller's tool set) never import each other.
 A module that imports against that flow, or FastAPI below api/, fails here with its name.
 """
 
@@ -39,9 +40,12 @@ ALLOWED: dict[str, set[str]] = {
     # The composition root and one request's way around a strategy.
     "service": {"strategies", "pipeline", "llm", "rules", "store", "plan", *SHARED},
     # Who makes the plan: never the service's plumbing, never the store.
-    "strategies": {"pipeline", "llm", "rules", "plan", *SHARED},
-    # The rule-based planner: no I/O, so nothing of the service's machinery either.
+    "strategies": {"pipeline", "llm", "rules", "tools", "plan", *SHARED},
+    # The rule-based planner of the configured agents: no I/O, so nothing of the service's
+    # machinery either.
     "rules": {"plan", "config", "errors", "defaults", "limits"},
+    # A caller's tool set: its rule-based plan and everything it is read by; no I/O.
+    "tools": {"plan", *SHARED},
     "pipeline": {"plan", *SHARED},
     # The models: messages in, completions and their cost out; nothing of plans.
     "llm": {*SHARED},

@@ -17,8 +17,8 @@ from pydantic import Field, create_model
 from planner_arm.limits import ArmSpec
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.tool_inputs import ToolSchema, tool_schema
-from planner_arm.rules.inputs import rule_tool_input
 from planner_arm.strategies.specialize import tool_schemas
+from planner_arm.tools.arguments import rule_tool_input
 from support.app import answer, make_settings, running_app
 from support.model_requests import request_data, system_of
 

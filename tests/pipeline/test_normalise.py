@@ -18,6 +18,7 @@ from planner_arm.pipeline.normalise import _Normaliser, as_asked, normalise_plan
 from planner_arm.pipeline.parsing import extract_json
 from planner_arm.plan.arms import ArmChoice, ArmResolver
 from planner_arm.plan.draft import DraftPlan, repair_code
+from planner_arm.tools.index import tool_resolver
 from support.app import FIXTURES, fixture_text, good_plan
 
 
@@ -670,10 +671,9 @@ def test_fast_path_takes_the_well_formed_answer() -> None:
 
 def test_a_tool_plans_no_tool_step_is_dropped_not_invented() -> None:
     from planner_arm.config import ArmSpec
-    from planner_arm.plan.arms import ArmResolver
 
     tools = [ArmSpec(id="search_movie", description="Search movies by title")]
-    resolver = ArmResolver(tools, {}, tools=True)
+    resolver = tool_resolver(tools)
     data = {
         "steps": [
             {"step": 1, "tool": "search_movie", "action": "find it"},

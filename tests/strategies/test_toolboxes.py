@@ -19,9 +19,9 @@ from planner_arm.config import ArmSpec
 from planner_arm.errors import ToolSetsBusy
 from planner_arm.plan.lexicon import stem
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.plan.tool_index import ExampleIndex
 from planner_arm.plan.weighed import BuildLane, SharedWork, ToolMemo
 from planner_arm.strategies.toolbox import Toolboxes, build_toolbox
+from planner_arm.tools.index import ExampleIndex
 from support.app import FakeClock, make_settings
 from support.tool_sets import WatchedLane, made_up_tools, tool_request
 
@@ -135,7 +135,7 @@ async def test_a_sets_index_and_graph_are_built_with_it_off_the_loop_and_weighed
     lane = WatchedLane()
     boxes = toolboxes(lane)
     async with boxes.held(tool_request("drafted", count), "a", deadline()) as box:
-        graph = box.rule_based.graph
+        graph = box.tool_set.graph if box.tool_set is not None else None
         assert graph is not None
         assert graph.built
         assert box.resolver.index.retriever.built

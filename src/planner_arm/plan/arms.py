@@ -13,6 +13,7 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from planner_arm.config import ArmSpec
 from planner_arm.plan.draft import repair
@@ -29,9 +30,8 @@ from planner_arm.plan.lexicon import (
     stem,
     words,
 )
-from planner_arm.plan.tool_index import ToolIndex
 from planner_arm.plan.tools import name_words
-from planner_arm.plan.weighed import Lazy, SharedWork
+from planner_arm.plan.weighed import BuildLane, Lazy
 
 # Equal scores go to the arm earlier here: does the step write code, look something up, run
 # something, check results, guard safety? The planner is the answer when nothing matched (the
@@ -64,6 +64,19 @@ class ArmChoice:
     repair: str | None = None
 
 
+class ToolLookup(Protocol):
+    """How a resolver finds a caller's tool by its words (`tools/index.py:ToolIndex`)."""
+
+    def ranked(self, text: str) -> list[tuple[str, float]]:
+        """Every tool id with its score for `text`, best first."""
+
+    def named_in(self, text: str) -> list[str]:
+        """The tools whose names `text` holds."""
+
+    def closest_name(self, name: str) -> str | None:
+        """The tool whose name `name` is a misspelling of, if one is close."""
+
+
 class ArmResolver:
     """Maps what a model wrote in `required_arm` (or nothing) to a registered arm id."""
 
@@ -72,14 +85,12 @@ class ArmResolver:
         arms: Sequence[ArmSpec],
         aliases: Mapping[str, str],
         *,
-        tools: bool = False,
-        tool_notes: Mapping[str, Sequence[str]] | None = None,
-        shared: SharedWork | None = None,
+        index: ToolLookup | None = None,
+        lane: BuildLane | None = None,
     ) -> None:
-        """`tools`: the arms are a caller's tools (the tools profile): a misspelt name maps
-        to the closest tool's, a tool named in the action counts, a "no tool" step is none.
-        `shared`: the tools' words for the index, kept for the other tool sets that have the
-        same tools, and the lane builds take.
+        """`index`: the arms are a caller's tools (the tools profile), found by their words
+        through it: a misspelt name maps to the closest tool's, a tool named in the action
+        counts, a "no tool" step is none. `lane`: where the lexicon's build runs.
 
         The lexicon of the arms' words (and a tool set's index) is built on first use: most
         steps of a tool plan name their tool, and never need it."""
@@ -87,7 +98,7 @@ class ArmResolver:
         self.arm_ids: tuple[str, ...] = tuple(arm.id for arm in self.arms)
         ids = set(self.arm_ids)
         self._lower = {arm.lower(): arm for arm in reversed(self.arm_ids)}
-        self.index = ToolIndex(self.arms, tool_notes, shared) if tools else None
+        self.index = index
         self.aliases = {
             name.strip().lower(): target for name, target in aliases.items() if target in ids
         }
@@ -101,7 +112,6 @@ class ArmResolver:
         self._screening = frozenset(stem(verb) for verb in SCREENING_VERBS)
         self._generic = frozenset(stem(verb) for verb in GENERIC_VERBS)
         self._lead_fillers = frozenset(stem(word) for word in LEAD_FILLERS)
-        lane = shared.lane if shared is not None else None
         self.lexicon: Lazy[Lexicon] = Lazy(functools.partial(_compile, self.arms), lane)
 
     @property

@@ -7,11 +7,15 @@ budget is sent back (one repair prompt).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from planner_arm.config import PlanningSettings
 from planner_arm.errors import BudgetExceeded, PlanValidationError
+from planner_arm.plan.draft import DraftPlan
 from planner_arm.plan.estimation import critical_path_duration
-from planner_arm.plan.schemas import Budget, PlanStep
+from planner_arm.plan.schemas import Budget, PlanRequest, PlanStep
+from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
 
 
 def budget_problems(steps: Sequence[PlanStep], budget: Budget | None) -> list[str]:
@@ -78,3 +82,66 @@ def check_answer_budget(steps: Sequence[PlanStep], budget: Budget | None) -> Non
     problems = budget_problems(steps, budget)
     if problems:
         raise PlanValidationError("; ".join(problems), code="over_budget", errors=problems)
+
+
+def fit_to_budget(
+    draft_of: Callable[[PlanningSettings], DraftPlan],
+    planning: PlanningSettings,
+    rules: PlanRules,
+    budget: Budget | None,
+) -> tuple[DraftPlan, ValidPlan]:
+    """The plan `draft_of` makes with as many steps as the planning limits and the budget
+    allow (it is given the limits with `max_steps` set to the size tried); BudgetExceeded when
+    even the smallest does not fit.
+
+    Fewer steps also shorten the critical path, so sizes are tried from the largest allowed
+    down to `min_steps`; durations are never shrunk to fit (they are estimates, not wishes).
+    """
+    largest = planning.max_steps
+    if budget is not None and budget.max_steps is not None:
+        largest = min(largest, budget.max_steps)
+    best: tuple[DraftPlan, ValidPlan] | None = None
+    for size in range(largest, planning.min_steps - 1, -1):
+        draft = draft_of(planning.model_copy(update={"max_steps": size}))
+        best = (draft, validate_plan(draft, rules))
+        if not budget_problems(best[1].steps, budget):
+            return best
+    if best is None:  # the budget allows fewer steps than the configured minimum
+        draft = draft_of(planning)
+        best = (draft, validate_plan(draft, rules))
+    assert budget is not None  # without a budget the first size fits
+    problems = budget_problems(best[1].steps, budget)
+    raise BudgetExceeded(
+        "no plan fits the budget: " + "; ".join(problems)
+        + f" (the smallest plan allowed has {planning.min_steps} steps)",
+        figures=budget_figures(best[1].steps, budget),
+    )  # fmt: skip
+
+
+@dataclass
+class BudgetedPlanner:
+    """A rule-based planner, of the configured agents (`rules/planner.py`) or of a caller's
+    tool set (`tools/planner.py`): each says how it drafts a request within planning limits,
+    and this fits that draft to the budget."""
+
+    planning: PlanningSettings
+    rules: PlanRules
+    confidence: float
+
+    def draft(self, request: PlanRequest, planning: PlanningSettings) -> DraftPlan:
+        """The request's rule-based draft within `planning`'s limits."""
+        raise NotImplementedError
+
+    def plan(self, request: PlanRequest, budget: Budget | None) -> tuple[DraftPlan, ValidPlan]:
+        """The rule-based plan of `request` that fits `budget` (BudgetExceeded when none)."""
+        return fit_to_budget(
+            lambda planning: self.draft(request, planning), self.planning, self.rules, budget
+        )
+
+    def whole_plan(self, request: PlanRequest) -> Sequence[PlanStep]:
+        """The goal's rule-based plan, within the budget when one fits, else as it comes (a
+        replan checks the budget on its own revision)."""
+        try:
+            return self.plan(request, request.budget)[1].steps
+        except BudgetExceeded:
+            return validate_plan(self.draft(request, self.planning), self.rules).steps

@@ -132,6 +132,30 @@ MAX_ITEMS = 50
 # A final check may read every step of a large plan.
 MAX_INPUTS_FROM = 1_000
 
+
+# What a rule writes for a step whose action has no text left.
+NO_TEXT = "Carry out the step as planned"
+_BRACE_PAIR = re.compile(r"\{(?=\{)")
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` on one line, at most `limit` characters. A template in the step's own text is
+    not a reference a rule made: its braces are kept apart."""
+    text = " ".join(_BRACE_PAIR.sub("{ ", text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def instruction_text(action: str) -> str:
+    """A step's action as an input's instruction (never empty)."""
+    return clipped(action, MAX_TEXT_CHARS) or NO_TEXT
+
+
+def real_dependencies(depends_on: Iterable[int]) -> list[int]:
+    """The steps a step depends on (`depends_on`), once each: a plan sent whole may name any
+    number, and only a real step's output is read."""
+    return [number for number in dict.fromkeys(depends_on) if number >= 1]
+
+
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 Item = Annotated[str, Field(min_length=1, max_length=MAX_ITEM_CHARS)]
 StepNumber = Annotated[int, Field(ge=1)]

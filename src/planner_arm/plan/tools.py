@@ -3,7 +3,7 @@
 A request's `tools` replace the configured arms for that request. Each item is in one of the
 shapes of `tool_shapes.py` (the shapes the configuration's arms take too), told by its keys,
 so an item of no shape is one problem that names the shapes. All become `ArmSpec`s. Pydantic
-only: the client imports these models. Ranking tools against a text is `plan/tool_index.py`.
+only: the client imports these models. Ranking tools against a text is `tools/index.py`.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ _REQUEST_VERB_WORDS = (
 )
 REQUEST_VERBS = frozenset(_REQUEST_VERB_WORDS.split())
 # Words after which, at the opening of a piece, a thing is named: the word before is a verb
-# (`tool_words.leading_verb`).
+# (`tools/words.py:leading_verb`).
 _DETERMINER_WORDS = "the a an his her their my our its it them him me us this these those"
 DETERMINER_WORDS = frozenset(_DETERMINER_WORDS.split())
 # Lower-case words before a determiner that are no verb.

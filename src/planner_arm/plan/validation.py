@@ -24,7 +24,6 @@ from planner_arm.plan.dag import (
 )
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.plan.tool_traits import writes
 
 __all__ = ["ERROR_CODES", "JUDGE_ACTION", "REPAIR_CODES", "PlanRules", "ValidPlan", "validate_plan"]
 
@@ -74,7 +73,7 @@ class PlanRules:
     resources: Mapping[str, tuple[frozenset[str], frozenset[str]]] = field(
         default_factory=dict, compare=False
     )
-    # Of a caller's tools: whether each one writes (`tool_traits.writes`). A step over one
+    # Of a caller's tools: whether each one writes (`tools/traits.py`). A step over one
     # says so in `writes`, whatever a model or a caller wrote there; a built-in arm's says null.
     writing: Mapping[str, bool] = field(default_factory=dict, compare=False)
     # agents: the built-in agents' rules (a final check); tools: a plan of tool calls.
@@ -103,9 +102,10 @@ class PlanRules:
         }
         return replace(self, resources=typed) if typed else self
 
-    def with_writes(self, tools: Sequence[ArmSpec]) -> PlanRules:
-        """These rules over a caller's `tools`: each step over one says whether it writes."""
-        return replace(self, writing={tool.id: writes(tool) for tool in tools})
+    def with_writes(self, writing: Mapping[str, bool]) -> PlanRules:
+        """These rules over a caller's tools, `writing` saying whether each one writes: each
+        step over one says so."""
+        return replace(self, writing=dict(writing))
 
     def marked(self, steps: Sequence[PlanStep]) -> list[PlanStep]:
         """`steps`, each saying whether its tool writes (`writing`; null for a built-in arm),

@@ -19,21 +19,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cache, partial
+from dataclasses import dataclass
+from functools import cache
 from typing import Any, NamedTuple
 
-from planner_arm.config import PlanningSettings, WorkedExample
-from planner_arm.errors import BudgetExceeded
+from planner_arm.config import PlanningSettings
 from planner_arm.plan import arms
 from planner_arm.plan.arms import ArmResolver, typical_cost_tier, typical_duration_seconds
-from planner_arm.plan.budget import budget_figures, budget_problems
+from planner_arm.plan.budget import BudgetedPlanner, fit_to_budget
 from planner_arm.plan.dag import JUDGE_ARM
 from planner_arm.plan.draft import DraftPlan, DraftStep
 from planner_arm.plan.schemas import Budget, PlanRequest, PlanStep
-from planner_arm.plan.tool_graph import ToolGraph
-from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
-from planner_arm.plan.weighed import BuildLane, Lazy
+from planner_arm.plan.validation import PlanRules, ValidPlan
 from planner_arm.rules.goals import (
     CLAUSE_END,
     DOC_NOUNS,
@@ -48,7 +45,6 @@ from planner_arm.rules.goals import (
     has_word,
 )
 from planner_arm.rules.templates import Step, kinds
-from planner_arm.rules.tools import ToolPlanner, tool_plan
 
 __all__ = ["classify_goal", "goal_subject", "rule_based_plan"]
 
@@ -74,14 +70,9 @@ def rule_based_plan(
     *,
     planning: PlanningSettings,
     resolver: ArmResolver,
-    tools: ToolPlanner | None = None,
-    examples: Sequence[WorkedExample] = (),
 ) -> DraftPlan:
-    """A valid plan for `goal` from the templates of its parts, within the planning limits;
-    over a caller's tools (the tools profile), the tools the goal calls for (`tools`: the
-    tool set's planner, built on the spot when not given; `examples`: the request's own)."""
-    if resolver.index is not None:
-        return tool_plan(goal, context, resolver, planning.max_steps, tools, examples)
+    """A valid plan for `goal` from the templates of its parts, within the planning limits
+    (a caller's tool set is `tools/planner.py`'s)."""
     pieces, size, with_check = _sized(goal, planning, resolver)
     parts: list[_Part] = []
     for piece in pieces:
@@ -337,94 +328,29 @@ def plan_within_budget(
     resolver: ArmResolver,
     rules: PlanRules,
     budget: Budget | None,
-    tools: ToolPlanner | None = None,
-    examples: Sequence[WorkedExample] = (),
 ) -> tuple[DraftPlan, ValidPlan]:
-    """The rule-based plan, with as many steps as the planning limits and the budget allow.
+    """The rule-based plan, with as many steps as the planning limits and the budget allow."""
 
-    Fewer steps also shorten the critical path, so sizes are tried from the largest allowed
-    down to `min_steps`; durations are never shrunk to fit (they are estimates, not wishes).
-    """
-    largest = planning.max_steps
-    if budget is not None and budget.max_steps is not None:
-        largest = min(largest, budget.max_steps)
-    best: tuple[DraftPlan, ValidPlan] | None = None
-    for size in range(largest, planning.min_steps - 1, -1):
-        fitted = planning.model_copy(update={"max_steps": size})
-        draft = rule_based_plan(goal, constraints, context, planning=fitted, resolver=resolver,
-                                tools=tools, examples=examples)  # fmt: skip
-        valid = validate_plan(draft, rules)
-        best = (draft, valid)
-        if not budget_problems(valid.steps, budget):
-            return best
-    if best is None:  # the budget allows fewer steps than the configured minimum
-        draft = rule_based_plan(goal, constraints, context, planning=planning, resolver=resolver,
-                                tools=tools, examples=examples)  # fmt: skip
-        best = (draft, validate_plan(draft, rules))
-    assert budget is not None  # without a budget the first size fits
-    problems = budget_problems(best[1].steps, budget)
-    raise BudgetExceeded(
-        "no plan fits the budget: " + "; ".join(problems)
-        + f" (the smallest plan allowed has {planning.min_steps} steps)",
-        figures=budget_figures(best[1].steps, budget),
-    )  # fmt: skip
+    def draft_of(fitted: PlanningSettings) -> DraftPlan:
+        return rule_based_plan(goal, constraints, context, planning=fitted, resolver=resolver)
+
+    return fit_to_budget(draft_of, planning, rules, budget)
 
 
 @dataclass
-class RuleBasedPlanner:
-    planning: PlanningSettings
+class RuleBasedPlanner(BudgetedPlanner):
+    """The rule-based planner of the configured agents."""
+
     resolver: ArmResolver
-    rules: PlanRules
-    confidence: float
-    # The configured worked examples: with the tools, they make the tool graph.
-    examples: Sequence[WorkedExample] = ()
-    # The lane a tool set's graph is built in.
-    lane: BuildLane | None = None
-    # A tool set's graph: built on first use, weighed, a part of its toolbox; None for agents.
-    graph: Lazy[ToolGraph] | None = field(init=False)
 
-    def __post_init__(self) -> None:
-        tools = self.resolver.index is not None
-        build = partial(ToolGraph.build, self.resolver.arms, self.examples)
-        self.graph = Lazy(build, self.lane) if tools else None
-
-    @property
-    def tools(self) -> ToolPlanner | None:
-        """The tool planner of a tool set (its graph built on first use), None for agents."""
-        if self.graph is None:
-            return None
-        return ToolPlanner(self.resolver, self.graph.get())
-
-    def plan(self, request: PlanRequest, budget: Budget | None) -> tuple[DraftPlan, ValidPlan]:
-        """The rule-based plan of `request` that fits `budget` (BudgetExceeded when none)."""
-        return plan_within_budget(
+    def draft(self, request: PlanRequest, planning: PlanningSettings) -> DraftPlan:
+        return rule_based_plan(
             request.goal,
             request.constraints,
             request.context,
-            planning=self.planning,
+            planning=planning,
             resolver=self.resolver,
-            rules=self.rules,
-            budget=budget,
-            tools=self.tools,
-            examples=request.examples or (),
         )
-
-    def whole_plan(self, request: PlanRequest) -> Sequence[PlanStep]:
-        """The goal's rule-based plan, within the budget when one fits, else as it comes (a
-        replan checks the budget on its own revision)."""
-        try:
-            return self.plan(request, request.budget)[1].steps
-        except BudgetExceeded:
-            draft = rule_based_plan(
-                request.goal,
-                request.constraints,
-                request.context,
-                planning=self.planning,
-                resolver=self.resolver,
-                tools=self.tools,
-                examples=request.examples or (),
-            )
-            return validate_plan(draft, self.rules).steps
 
 
 _GATHER_ARM = "retriever"

@@ -28,13 +28,13 @@ from planner_arm.plan.draft import DraftPlan, split_note
 from planner_arm.plan.quality import QualityProblem, checked_prohibitions, quality_problems
 from planner_arm.plan.schemas import PlanRequest, PlanResponse
 from planner_arm.plan.validation import PlanRules, ValidPlan, validate_plan
-from planner_arm.rules.tool_review import review_tool_plan
-from planner_arm.rules.tools import ToolPlanner
 from planner_arm.strategies.answering import Answers, Sourced
 from planner_arm.strategies.job import Job
 from planner_arm.strategies.prompts.messages import with_repair
 from planner_arm.strategies.prompts.plans import PROMPT_VERSION, user_prompt
 from planner_arm.strategies.prompts.tools import draft_prompt, examples_prompt
+from planner_arm.tools.planner import ToolPlanner
+from planner_arm.tools.review import review_tool_plan
 
 PlanAnswer = tuple[DraftPlan, ValidPlan]
 
@@ -69,7 +69,7 @@ class FlatPlanner:
         written."""
         # A tool set's question holds its rule-based draft, CPU work that grows with the set:
         # off the event loop.
-        tool_set = job.toolbox.rule_based.graph is not None
+        tool_set = job.toolbox.tool_set is not None
         question = await to_thread.run_sync(self.question, job) if tool_set else self.question(job)
         answer = await first_answer(self.answers, question, job)
         return respond(answer, job, PROMPT_VERSION)
@@ -78,7 +78,7 @@ class FlatPlanner:
         """The /plan request as the model is asked it, and how its answer is read."""
         request, box = job.request, job.toolbox
         rules, resolver = box.rules, box.resolver
-        tools = box.rule_based.tools
+        tools = box.tool_set.tools if box.tool_set is not None else None
         draft = tools.plan(request.goal, rules.max_steps, request.examples or ()) if tools else None
         # What is the same for every request over these tools opens the prompt (the tools,
         # when all are listed, and the examples, when all are shown), what is this request's
@@ -125,7 +125,7 @@ class FlatPlanner:
 def reviewed(
     draft: DraftPlan, valid: ValidPlan, request: PlanRequest, tools: ToolPlanner, rules: PlanRules
 ) -> PlanAnswer:
-    """A model's tool plan reviewed with the tool graph (rules/tool_review.py) and checked
+    """A model's tool plan reviewed with the tool graph (tools/review.py) and checked
     again: what the review mended joins the repairs, what it found the warnings.
 
     Raises PlanValidationError (`actions_unlike_tools`) when most of its steps are unlike

@@ -39,7 +39,7 @@ from planner_arm.plan.output_fields import output_fields, step_outputs
 from planner_arm.plan.schemas import EstimatedCost, PlanNote, PlanResponse, PlanStep
 from planner_arm.plan.tool_inputs import CheckBudget, ToolSchema, check_tool_input, tool_schema
 from planner_arm.plan.unsourced import Sources, texts_of, unsourced_values
-from planner_arm.rules.inputs import rule_input, rule_tool_input
+from planner_arm.rules.inputs import rule_input
 from planner_arm.strategies.answer_schemas import decoding_schema
 from planner_arm.strategies.answering import Answers
 from planner_arm.strategies.job import Job
@@ -48,6 +48,7 @@ from planner_arm.strategies.prompts.specialize import (
     specialize_messages,
     specialize_repair,
 )
+from planner_arm.tools.arguments import rule_tool_input
 
 InputSource = Literal["llm", "rule"]
 

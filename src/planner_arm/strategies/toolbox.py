@@ -39,8 +39,8 @@ from planner_arm.errors import ToolSetsBusy
 from planner_arm.llm.client import AnswerSchema
 from planner_arm.metrics import PlannerMetrics
 from planner_arm.plan.arms import ArmResolver
+from planner_arm.plan.budget import BudgetedPlanner
 from planner_arm.plan.schemas import PlanRequest
-from planner_arm.plan.tool_index import ExampleIndex
 from planner_arm.plan.validation import PlanRules, profile_of
 from planner_arm.plan.weighed import BuildLane, Lazy, SharedWork, ToolMemo, deep_size
 from planner_arm.rules.planner import RuleBasedPlanner
@@ -50,6 +50,9 @@ from planner_arm.strategies.kept_tool_sets import KeptToolSets
 from planner_arm.strategies.prompts.messages import Opening
 from planner_arm.strategies.prompts.plans import plan_opening
 from planner_arm.strategies.prompts.tools import tools_opening
+from planner_arm.tools.index import ExampleIndex, tool_resolver
+from planner_arm.tools.planner import ToolSetPlanner
+from planner_arm.tools.traits import writing
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,8 @@ class Toolbox:
     arms: tuple[ArmSpec, ...]
     resolver: ArmResolver
     rules: PlanRules
-    rule_based: RuleBasedPlanner
+    # The rule-based planner: a tool set's (`ToolSetPlanner`) or the configured agents'.
+    rule_based: BudgetedPlanner
     prompt: Lazy[Opening]
     shortlist_size: int
     examples: ExampleIndex
@@ -72,6 +76,11 @@ class Toolbox:
         return self.prompt.get()
 
     @property
+    def tool_set(self) -> ToolSetPlanner | None:
+        """The rule-based planner of a caller's tool set; None for the configured agents."""
+        return self.rule_based if isinstance(self.rule_based, ToolSetPlanner) else None
+
+    @property
     def parts(self) -> tuple[Lazy[Any], ...]:
         """The parts built on first use: the full prompt, the lexicon; a tool set's search
         index and tool graph."""
@@ -82,10 +91,10 @@ class Toolbox:
     def tool_parts(self) -> tuple[Lazy[Any], ...]:
         """The parts every request over a tool set uses (the rule-based draft ranks its tools
         with the index and links them with the graph): none for the configured agents."""
-        index, graph = self.resolver.index, self.rule_based.graph
-        if index is None or graph is None:
+        tool_set = self.tool_set
+        if tool_set is None:
             return ()
-        return (index.retriever, graph)
+        return (tool_set.index.retriever, tool_set.graph)
 
     @property
     def weight(self) -> int:
@@ -136,13 +145,13 @@ class Toolbox:
 
     def listed(self, request: PlanRequest) -> tuple[ArmSpec, ...]:
         """The arms the prompt lists for `request`: all, or the tools relevant to it."""
-        index = self.resolver.index
-        if index is None or not self.shortlists:
+        tool_set = self.tool_set
+        if tool_set is None or not self.shortlists:
             return self.arms
         text = " ".join(
             [request.goal, *request.constraints, json.dumps(request.context, default=str)]
         )
-        kept = set(index.shortlist(text, self.shortlist_size))
+        kept = set(tool_set.index.shortlist(text, self.shortlist_size))
         return tuple(arm for arm in self.arms if arm.id in kept)
 
     def prompt_for(self, listed: tuple[ArmSpec, ...]) -> Opening:
@@ -204,8 +213,12 @@ class RequestToolbox:
         return self.box.resolver
 
     @property
-    def rule_based(self) -> RuleBasedPlanner:
+    def rule_based(self) -> BudgetedPlanner:
         return self.box.rule_based
+
+    @property
+    def tool_set(self) -> ToolSetPlanner | None:
+        return self.box.tool_set
 
 
 def build_toolbox(
@@ -224,12 +237,14 @@ def build_toolbox(
     ids = [arm.id for arm in arms]
     rules = PlanRules.for_arms(planning, ids).with_resources(arms)
     if callers:
-        rules = rules.with_writes(arms)
+        rules = rules.with_writes(writing(arms))
     tools = profile_of(planning, ids) == "tools"
-    notes = examples.notes(ids) if tools else None
-    resolver = ArmResolver(arms, aliases, tools=tools, tool_notes=notes, shared=shared)
-    not_its_own: tuple[object, ...] = (planning, examples, examples.examples)
     lane = shared.lane if shared is not None else None
+    if tools:
+        resolver = tool_resolver(arms, aliases, notes=examples.notes(ids), shared=shared)
+    else:
+        resolver = ArmResolver(arms, aliases, lane=lane)
+    not_its_own: tuple[object, ...] = (planning, examples, examples.examples)
     if shared is not None:
         not_its_own += (shared, shared.memo, shared.lane)
     if tools:
@@ -243,11 +258,18 @@ def build_toolbox(
         prompt = functools.partial(tools_opening, arms, rules.min_steps, rules.max_steps)
     else:
         prompt = functools.partial(plan_opening, arms, planning)
+    rule_based: BudgetedPlanner
+    if tools:
+        rule_based = ToolSetPlanner(
+            planning, rules, confidence, resolver, examples=examples.examples, lane=lane
+        )
+    else:
+        rule_based = RuleBasedPlanner(planning, rules, confidence, resolver)
     box = Toolbox(
         arms=tuple(arms),
         resolver=resolver,
         rules=rules,
-        rule_based=RuleBasedPlanner(planning, resolver, rules, confidence, examples.examples, lane),
+        rule_based=rule_based,
         prompt=Lazy(prompt, lane),
         shortlist_size=planning.tool_shortlist,
         examples=examples,

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 
 from planner_arm.limits import ArmSpec
 from planner_arm.plan.lexicon import STOPWORDS, stem, word_set, words
-from planner_arm.plan.related_words import related_stems
-from planner_arm.plan.tool_traits import ACTION_WORDS, name_parts, output_words
 from planner_arm.plan.tools import DETERMINER_WORDS, NOT_VERB_WORDS, REQUEST_VERBS
+from planner_arm.tools.related_words import related_stems
+from planner_arm.tools.traits import ACTION_WORDS, name_parts, output_words
 
 HEAD, OBJECT = 1.5, 1.5
 VERB_MATCH, SAME_ACTION, OTHER_ACTION = 1.0, 1.0, 0.5

@@ -19,7 +19,7 @@
    `goal_part_unplanned` names it. A tool is used once, unless two pieces ask it for
    different things (other names, numbers, quotes).
 
-No I/O; the tool graph is the set's (`plan/tool_graph.py`).
+No I/O; the tool graph is the set's (`tools/graph.py`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from planner_arm.plan.lexicon import specifics, stem, word_set
-from planner_arm.plan.tool_graph import ToolGraph
-from planner_arm.plan.tool_index import ToolIndex
-from planner_arm.plan.tool_traits import entity_key, is_plural, tokens
-from planner_arm.plan.tool_words import (
+from planner_arm.plan.tools import GoalPiece, goal_pieces, name_words
+from planner_arm.tools.actions import is_question
+from planner_arm.tools.graph import ToolGraph
+from planner_arm.tools.index import ToolIndex
+from planner_arm.tools.traits import entity_key, is_plural, tokens
+from planner_arm.tools.words import (
     VALUES,
     VERB_STEMS,
     asks_to_read,
@@ -40,8 +42,6 @@ from planner_arm.plan.tool_words import (
     leading_verb,
     same_action,
 )
-from planner_arm.plan.tools import GoalPiece, goal_pieces, name_words
-from planner_arm.rules.tool_actions import is_question
 
 # The tool's own words a piece must name, as `ToolWords.strength` counts them: about one word
 # that few other tools have ("order" alone, in four tools of ten, is not enough to call

@@ -16,7 +16,7 @@ from planner_arm.plan.output_fields import OutputFields
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.tool_inputs import ToolSchema, check_tool_input, tool_schema
 from planner_arm.plan.tools import McpTool, arm_specs
-from planner_arm.rules.inputs import rule_tool_input
+from planner_arm.tools.arguments import rule_tool_input
 from support.library_server import listed_tools
 
 

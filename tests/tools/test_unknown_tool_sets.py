@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from planner_arm.config import ArmSpec, PlanningSettings, WorkedExample
-from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, split_note
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.plan.tool_graph import ToolGraph
-from planner_arm.plan.tool_traits import read_traits
 from planner_arm.plan.tools import AnthropicTool, McpTool, arm_specs
 from planner_arm.plan.validation import PlanRules, validate_plan
-from planner_arm.rules.tool_review import review_tool_plan
-from planner_arm.rules.tools import ToolPlanner
+from planner_arm.tools.graph import ToolGraph
+from planner_arm.tools.index import tool_resolver
+from planner_arm.tools.planner import ToolPlanner
+from planner_arm.tools.review import review_tool_plan
+from planner_arm.tools.traits import read_traits
 from support.library_server import listed_tools
 
 
@@ -32,7 +32,7 @@ def library() -> list[ArmSpec]:
 
 def planner_for(specs: list[ArmSpec], examples: list[dict[str, Any]] = ()) -> ToolPlanner:  # type: ignore[assignment]
     worked = [WorkedExample.model_validate(example) for example in examples]
-    return ToolPlanner.over(ArmResolver(specs, {}, tools=True), worked)
+    return ToolPlanner.over(tool_resolver(specs), worked)
 
 
 def plan(planner: ToolPlanner, goal: str, examples: list[dict[str, Any]] = ()) -> DraftPlan:  # type: ignore[assignment]
@@ -312,7 +312,7 @@ def test_a_request_is_never_cut_inside_quotes() -> None:
 
 
 def test_a_verb_no_list_has_is_told_by_what_follows_it(library: list[ArmSpec]) -> None:
-    from planner_arm.plan.tool_words import leading_verb
+    from planner_arm.tools.words import leading_verb
 
     assert leading_verb("fax the refill to his cardiologist") == "fax"
     assert leading_verb("Diagnose her rash from this photo") == "diagnose"

@@ -4,8 +4,8 @@ ranks them exactly as a set built alone."""
 from __future__ import annotations
 
 from planner_arm.config import ArmSpec
-from planner_arm.plan.tool_index import ToolIndex
 from planner_arm.plan.weighed import BuildLane, SharedWork, ToolMemo
+from planner_arm.tools.index import ToolIndex
 from support.tool_sets import made_up_tools
 
 GOALS = [" ".join(tool["description"].split()[:4]) for tool in made_up_tools("goals", 6)]

@@ -1,6 +1,6 @@
 """The worked example a request reads like: the template of its rule-based tool plan (the
 planner keeps the example's tools and links and writes the steps with the new request's
-words: `rules/tools.py`).
+words: `tools/planner.py`).
 
 Two requests read alike when most of their words are the same once the values are set
 aside: names, numbers, quotes and addresses (`specifics`) differ from one request to the

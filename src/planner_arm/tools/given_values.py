@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from planner_arm.plan.lexicon import STOPWORDS, stem, word_set
-from planner_arm.plan.tool_traits import ID_WORDS
-from planner_arm.plan.tool_words import VERB_STEMS
+from planner_arm.tools.traits import ID_WORDS
+from planner_arm.tools.words import VERB_STEMS
 
 Kind = Literal["email", "url", "phone", "id", "number", "title"]
 

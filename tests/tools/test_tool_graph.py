@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from planner_arm.config import ArmSpec, WorkedExample
-from planner_arm.plan.tool_graph import ToolGraph
-from planner_arm.plan.tool_traits import entity_key, name_parts, read_traits, tokens
-from planner_arm.plan.tool_words import ToolWords
+from planner_arm.tools.graph import ToolGraph
+from planner_arm.tools.traits import entity_key, name_parts, read_traits, tokens
+from planner_arm.tools.words import ToolWords
 
 
 def key(word: str) -> str:

@@ -32,7 +32,7 @@ step needs.
 
 Entities are keyed by their noun's stem (`movies` and `movie` are one entity), so what one
 tool yields is found as what another needs. Only the tool's own text is read here; the tool
-graph (`tool_graph.py`) relates the tools of a set.
+graph (`graph.py`) relates the tools of a set.
 """
 
 from __future__ import annotations
@@ -215,6 +215,11 @@ def output_words(spec: ArmSpec) -> list[str]:
     names = _property_names(spec.output_schema, _Refs(spec.output_schema), False, 3)
     found = (word for name in names for word in tokens(name))
     return list(dict.fromkeys(w for w in found if w not in _SENTENCE_END and w not in STOPWORDS))
+
+
+def writing(tools: Sequence[ArmSpec]) -> dict[str, bool]:
+    """Whether each of a caller's tools writes, by id."""
+    return {tool.id: writes(tool) for tool in tools}
 
 
 def writes(spec: ArmSpec, acting: str | None = None) -> bool:

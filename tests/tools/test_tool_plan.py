@@ -18,11 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner_arm.config import ArmSpec, PlanningSettings, WorkedExample
-from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.draft import DraftPlan, split_note
-from planner_arm.plan.tool_index import ExampleIndex
 from planner_arm.plan.validation import PlanRules, validate_plan
-from planner_arm.rules.tools import ToolPlanner
+from planner_arm.tools.index import ExampleIndex, tool_resolver
+from planner_arm.tools.planner import ToolPlanner
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
 
@@ -37,7 +36,7 @@ def planner_for(specs: Sequence[ArmSpec], examples: Sequence[dict[str, Any]] = (
     the examples counted in the tool graph."""
     worked = [WorkedExample.model_validate(example) for example in examples]
     notes = ExampleIndex(worked).notes([spec.id for spec in specs])
-    resolver = ArmResolver(specs, {}, tools=True, tool_notes=notes)
+    resolver = tool_resolver(specs, notes=notes)
     return ToolPlanner.over(resolver, worked)
 
 

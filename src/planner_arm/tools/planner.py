@@ -1,5 +1,5 @@
 """The rule-based plan over a caller's tools: the tools the request calls for
-(`rules/tool_pieces.py`), each after the steps that make its inputs, linked by what each
+(`tools/pieces.py`), each after the steps that make its inputs, linked by what each
 needs; or, when the request reads like a worked example of the set, that example's plan.
 
 1. Pieces and their tools: `PieceMatcher`.
@@ -17,38 +17,42 @@ needs; or, when the request reads like a worked example of the set, that example
    result") or delivers it (a tool that sends, posts or notifies, after one that does not).
    A step with none of these waits for the step before only when the worked examples mostly
    chain their steps; otherwise it is independent, and runs in parallel.
-4. A template. A request that reads like a worked example (`plan/example_finder.py`) is
+4. A template. A request that reads like a worked example (`tools/examples.py`) is
    planned as that example was: its tools and links, with the request's own words.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from graphlib import CycleError
-from typing import Any
 
+from planner_arm.config import PlanningSettings
 from planner_arm.limits import WorkedExample
 from planner_arm.plan.arms import ArmResolver, typical_cost_tier, typical_duration_seconds
+from planner_arm.plan.budget import BudgetedPlanner
 from planner_arm.plan.dag import stable_topological_order
 from planner_arm.plan.draft import DraftPlan, DraftStep, repair
-from planner_arm.plan.example_finder import Template, nearest
-from planner_arm.plan.tool_graph import ToolGraph
-from planner_arm.plan.tool_index import ToolIndex
-from planner_arm.plan.tool_traits import ID_WORDS, ToolTraits, entity_key
+from planner_arm.plan.schemas import PlanRequest
 from planner_arm.plan.tools import goal_pieces
-from planner_arm.rules.tool_actions import (
+from planner_arm.plan.weighed import BuildLane, Lazy
+from planner_arm.tools.actions import (
     clip,
     producer_action,
     step_action,
 )
-from planner_arm.rules.tool_pieces import (
+from planner_arm.tools.examples import Template, nearest
+from planner_arm.tools.graph import ToolGraph
+from planner_arm.tools.index import ToolIndex
+from planner_arm.tools.pieces import (
     MIN_STRENGTH,
     PieceMatcher,
     PlannedCall,
     gives,
 )
+from planner_arm.tools.traits import ID_WORDS, ToolTraits, entity_key
 
 # How deep producers of producers are added.
 MAX_PRODUCER_DEPTH = 2
@@ -75,7 +79,7 @@ class ToolPlanner:
         template = nearest(goal, graph.finders)
         if template is not None:
             return self._templated(goal, template, graph, max_steps)
-        index = self.resolver.index or ToolIndex(self.resolver.arms)
+        index = _index_of(self.resolver)
         chosen, unplanned = self.matcher(goal, graph).chosen()
         if not chosen:  # a plan has a step: the best match for the whole request
             ranked = index.ranked(goal)
@@ -89,7 +93,7 @@ class ToolPlanner:
     def _templated(
         self, goal: str, template: Template, graph: ToolGraph, max_steps: int
     ) -> DraftPlan:
-        """`goal` planned as the worked example it reads like (`rules/tool_template.py`):
+        """`goal` planned as the worked example it reads like (`examples.py`):
         its tools and links, each step with the piece of `goal` that names its tool most
         strongly, or, named by none, made for the step that waits for it."""
         pieces = [piece.text for piece in goal_pieces(goal)] or [goal]
@@ -112,7 +116,7 @@ class ToolPlanner:
     def matcher(self, goal: str, graph: ToolGraph) -> PieceMatcher:
         """The pieces of `goal`, matched to this set's tools with `graph` (this planner's
         graph, or it with a request's own examples)."""
-        index = self.resolver.index or ToolIndex(self.resolver.arms)
+        index = _index_of(self.resolver)
         # The configured examples' requests describe their tools in the BM25 index.
         return PieceMatcher(index, graph, goal, self.graph.counts.calls)
 
@@ -138,17 +142,33 @@ def _template_call(
     return call
 
 
-def tool_plan(
-    goal: str,
-    context: Mapping[str, Any],
-    resolver: ArmResolver,
-    max_steps: int,
-    planner: ToolPlanner | None = None,
-    examples: Sequence[WorkedExample] = (),
-) -> DraftPlan:
-    """A plan of tool calls for `goal` (the tool set's planner, or one built on the spot)."""
-    del context  # the pieces and the tools decide; the context's values are the steps' inputs
-    return (planner or ToolPlanner.over(resolver)).plan(goal, max_steps, examples)
+@dataclass
+class ToolSetPlanner(BudgetedPlanner):
+    """The rule-based planner of a caller's tool set, as a toolbox holds it: its graph is
+    built on first use (in `lane`), weighed, with the configured worked examples. The
+    pieces of the goal and the tools decide the plan; the context's values are the steps'
+    inputs."""
+
+    resolver: ArmResolver
+    examples: Sequence[WorkedExample] = ()
+    lane: BuildLane | None = None
+    graph: Lazy[ToolGraph] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.graph = Lazy(partial(ToolGraph.build, self.resolver.arms, self.examples), self.lane)
+
+    @property
+    def index(self) -> ToolIndex:
+        """The tool set's search index (its resolver's)."""
+        return _index_of(self.resolver)
+
+    @property
+    def tools(self) -> ToolPlanner:
+        """The tool planner (its graph built on first use)."""
+        return ToolPlanner(self.resolver, self.graph.get())
+
+    def draft(self, request: PlanRequest, planning: PlanningSettings) -> DraftPlan:
+        return self.tools.plan(request.goal, planning.max_steps, request.examples or ())
 
 
 def _with_producers(chosen: list[PlannedCall], graph: ToolGraph, goal: str) -> list[PlannedCall]:
@@ -359,3 +379,9 @@ def _rationale(steps: list[PlannedCall], unplanned: list[str]) -> str:
     if unplanned:
         text += f"; {len(unplanned)} piece(s) no tool does (goal_part_unplanned)"
     return text + "."
+
+
+def _index_of(resolver: ArmResolver) -> ToolIndex:
+    """The tool set's index: the resolver's own, else one built for the tools."""
+    index = resolver.index
+    return index if isinstance(index, ToolIndex) else ToolIndex(resolver.arms)

@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from planner_arm.limits import ArmSpec, WorkedExample
+from planner_arm.plan.arms import ArmResolver
 from planner_arm.plan.lexicon import stem
 from planner_arm.plan.tools import name_words, request_pieces
 from planner_arm.plan.weighed import Lazy, SharedWork, ToolMemo, content_key
@@ -224,3 +225,18 @@ def _tokens(texts: list[str], ids: bool = True) -> Any:
     return _bm25().tokenize(
         texts, stopwords="en", stemmer=_stems, return_ids=ids, show_progress=False
     )
+
+
+def tool_resolver(
+    tools: Sequence[ArmSpec],
+    aliases: Mapping[str, str] | None = None,
+    *,
+    notes: Mapping[str, Sequence[str]] | None = None,
+    shared: SharedWork | None = None,
+) -> ArmResolver:
+    """The resolver of a caller's tool set: a step's tool found by its words through this
+    index (`notes`: more words per tool; `shared`: the words kept for other tool sets with the
+    same tools, and the lane builds take)."""
+    lane = shared.lane if shared is not None else None
+    index = ToolIndex(tools, notes, shared)
+    return ArmResolver(tools, aliases or {}, index=index, lane=lane)

@@ -15,7 +15,7 @@ from pydantic import Field, create_model
 
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.tool_inputs import ToolSchema, tool_schema
-from planner_arm.rules.inputs import rule_tool_input
+from planner_arm.tools.arguments import rule_tool_input
 
 Email = Annotated[str, Field(json_schema_extra={"format": "email"})]
 

@@ -10,7 +10,7 @@ examples do), by the same rules the rule-based planner plans with:
    other things ("credits of Heat", "credits of Alien") is kept.
 2. Producers. A step that waits for no earlier step, whose tool needs an id no earlier step
    yields or is about and the goal does not give, gets the step that yields it before it
-   (`producer_added`), chosen as the rule-based planner chooses it (rules/tools.py), within
+   (`producer_added`), chosen as the rule-based planner chooses it (tools/planner.py), within
    the plan's step bound. A step the model has wait for earlier steps gets none: what it
    waits for (a list, a search, a detail result) is where its input comes from.
 3. Links. A step waits for the nearest earlier step that yields what it needs, and for the
@@ -35,10 +35,10 @@ from planner_arm.plan.draft import DraftStep, repair, repair_code
 from planner_arm.plan.estimation import MOSTLY_UNLIKE_SHARE
 from planner_arm.plan.lexicon import STOPWORDS, specifics, stem, words
 from planner_arm.plan.schemas import PlanStep
-from planner_arm.plan.tool_graph import ToolGraph
-from planner_arm.rules.tool_actions import clip
-from planner_arm.rules.tool_pieces import MIN_STRENGTH, PlannedCall
-from planner_arm.rules.tools import ToolPlanner, draft_step, fed_by, producers
+from planner_arm.tools.actions import clip
+from planner_arm.tools.graph import ToolGraph
+from planner_arm.tools.pieces import MIN_STRENGTH, PlannedCall
+from planner_arm.tools.planner import ToolPlanner, draft_step, fed_by, producers
 
 # A step's action is unlike its tool when another tool is named at least `MIN_STRENGTH` by
 # it and its own tool less than this share as strongly.

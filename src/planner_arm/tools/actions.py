@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 
 from planner_arm.plan.lexicon import specifics, stem, word_set
-from planner_arm.plan.tool_traits import ACTION_WORDS
-from planner_arm.plan.tool_words import VERB_STEMS
+from planner_arm.tools.traits import ACTION_WORDS
+from planner_arm.tools.words import VERB_STEMS
 
 _MAX_ACTION_CHARS = 300
 _SUBJECT_CHARS = 120

@@ -3,7 +3,7 @@ examples show about which tool follows which.
 
 Two sources, both optional:
 
-- the tools themselves: what each needs and yields (`tool_traits.py`), matched across tools
+- the tools themselves: what each needs and yields (`traits.py`), matched across tools
   by entity (`GetCollectionImages` needs a collection id, `SearchCollection` yields one).
   A tool that names no input of its own gets the need its name suggests (`guessed`): what
   its name is first about, when the set identifies that by ids and a finder finds it; for a
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from planner_arm.limits import ArmSpec, WorkedExample
-from planner_arm.plan.example_finder import ExampleFinder
 from planner_arm.plan.lexicon import STOPWORDS
-from planner_arm.plan.tool_traits import ToolTraits, entity_key, name_parts, read_traits, tokens
-from planner_arm.plan.tool_words import ToolWords
+from planner_arm.tools.examples import ExampleFinder
+from planner_arm.tools.traits import ToolTraits, entity_key, name_parts, read_traits, tokens
+from planner_arm.tools.words import ToolWords
 
 # A tool the examples show waiting for one other in at least this share of its calls (and
 # at least MIN_EVIDENCE times) has that one as its usual producer.
