@@ -1,16 +1,17 @@
 """The path of one request through the package: which modules run, and how often it changes folder.
 
-    .venv/bin/python benchmarks/request_path.py [--stream] [--no-model]
+    .venv/bin/python benchmarks/request_path.py [--stream] [--no-model] [--tools]
 
-Serves one flat POST /plan in process (the app with its lifespan, a model answered by an
-in-memory transport with a valid plan, so the model path runs end to end) under
-`sys.setprofile`, and prints every `planner_arm` module whose code ran, in the order first
-entered, then the number of modules, the number of switches between folders (`api`,
-`service`, `strategies`, `pipeline`, `llm`, `store`, `plan`, `rules`, and the top-level
-modules as `-`), and how many times each folder was entered. Only calls count: a coroutine
-that resumes after an await (the profiler reports it as a call too, for every frame of the
-chain that waited) enters nothing anew. Start-up and shutdown are outside the count: only the
-request is profiled.
+Serves one flat POST /plan in process (the app with its lifespan, a model answered by an in-
+memory transport with a valid plan, so the model path runs end to end) under `sys.setprofile`,
+and prints every `planner_arm` module whose code ran, in the order first entered, then the
+number of modules, the number of switches between folders (`api`, `service`, `strategies`,
+`pipeline`, `llm`, `store`, `plan`, `rules`, `tools`, and the top-level modules as `-`), and how
+many times each folder was entered. `--tools`: the request brings four tools of its own (MCP's
+shape) and is planned by rule (no model), and the switches between the folders of the tool
+planner and what it reads are counted apart. Only calls count: a coroutine that resumes after an
+await (the profiler reports it as a call too, for every frame of the chain that waited) enters
+nothing anew. Start-up and shutdown are outside the count: only the request is profiled.
 """
 
 from __future__ import annotations
@@ -33,6 +34,28 @@ from planner_arm.config import load_settings
 
 PACKAGE = "planner_arm"
 GOAL = "Fix authentication bug and add tests"
+TOOLS_GOAL = "Find the book Dune and place a hold on it for member M-7, then email me the due date"
+
+
+def _tool(name: str, description: str, properties: dict[str, str], required: list[str]) -> Any:
+    schema = {
+        "type": "object",
+        "properties": {key: {"type": kind} for key, kind in properties.items()},
+        "required": required,
+    }
+    return {"name": name, "description": description, "inputSchema": schema}
+
+
+TOOLS = [
+    _tool("search_books", "Search the catalogue by title or author", {"query": "string"},
+          ["query"]),
+    _tool("get_member", "Look up a library member by id", {"member_id": "string"},
+          ["member_id"]),
+    _tool("place_hold", "Place a hold on a book for a member",
+          {"book_id": "string", "member_id": "string"}, ["book_id", "member_id"]),
+    _tool("send_email", "Send an email to a recipient", {"to": "string", "body": "string"},
+          ["to", "body"]),
+]  # fmt: skip
 ANSWER = {
     "plan": [
         {
@@ -144,7 +167,7 @@ def summary(calls: list[tuple[int, str]]) -> tuple[list[str], int, int, dict[str
     return modules, every, inner, dict(entered)
 
 
-async def one_request(stream: bool, with_model: bool) -> PathRecorder:
+async def one_request(stream: bool, with_model: bool, tools: bool = False) -> PathRecorder:
     overrides: dict[str, Any] = {"cache": {"enabled": False}}
     if with_model:
         overrides["model"] = {"base_url": "http://model.invalid/v1"}
@@ -169,11 +192,13 @@ async def one_request(stream: bool, with_model: bool) -> PathRecorder:
             # A streamed answer is asked for by its media type (server-sent events).
             headers = {"accept": "text/event-stream"} if stream else {}
             # One request first, so that lazy set-up (imports, caches) is not on the path.
-            await client.post("/plan", json={"goal": "Warm the path up"}, headers=headers)
+            body: dict[str, Any] = {"goal": TOOLS_GOAL, "tools": TOOLS} if tools else {"goal": GOAL}
+            warm = {**body, "goal": "Warm the path up"}
+            await client.post("/plan", json=warm, headers=headers)
             sys.setprofile(recorder)
             recorder.active = True
             try:
-                response = await client.post("/plan", json={"goal": GOAL}, headers=headers)
+                response = await client.post("/plan", json=body, headers=headers)
             finally:
                 recorder.active = False
                 sys.setprofile(None)
@@ -189,13 +214,19 @@ def main() -> None:
         "--stream", action="store_true", help="a streamed answer (server-sent events)"
     )
     parser.add_argument("--no-model", action="store_true", help="no model: the rule-based plan")
+    parser.add_argument(
+        "--tools", action="store_true", help="four tools of the request's own, planned by rule"
+    )
     args = parser.parse_args()
-    recorder = asyncio.run(one_request(args.stream, not args.no_model))
+    with_model = not (args.no_model or args.tools)
+    recorder = asyncio.run(one_request(args.stream, with_model, args.tools))
     modules, every_switch, folder_switches, entered = summary(recorder.calls)
     for module in modules:
         print(f"  {module}")
     kind = "streamed" if args.stream else "flat"
-    source = "rule-based" if args.no_model else "model"
+    source = "model" if with_model else "rule-based"
+    if args.tools:
+        source += " tool"
     folders = ", ".join(f"{name} {count}" for name, count in sorted(entered.items()))
     print(
         f"one {kind} POST ({source} plan): {len(modules)} modules; "
@@ -204,6 +235,21 @@ def main() -> None:
         f"folders entered: {folders} ({recorder.resumptions} resumptions after an await "
         "not counted)"
     )
+    if args.tools:
+        print(f"between the tool planner's folders: {planner_switches(recorder.calls)}")
+
+
+def planner_switches(calls: list[tuple[int, str]]) -> str:
+    """Switches between the folders a tool plan is made in (`rules`, `plan`, `tools`),
+    each pair counted apart, the other folders and the top-level modules left out."""
+    pairs: collections.Counter[str] = collections.Counter()
+    for thread in dict.fromkeys(thread for thread, _ in calls):
+        folders = [folder(module) for ident, module in calls if ident == thread]
+        kept = [name for name in folders if name in ("rules", "plan", "tools")]
+        for before, after in itertools.pairwise(kept):
+            if before != after:
+                pairs[" <-> ".join(sorted((before, after)))] += 1
+    return ", ".join(f"{pair} {count}" for pair, count in sorted(pairs.items())) or "none"
 
 
 if __name__ == "__main__":

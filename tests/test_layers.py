@@ -32,6 +32,7 @@ SHARED = {
     "circuit",
     "tool_schema",
     "tool_shapes",
+    "text",
 }
 # What each layer may import from the package, besides itself.
 ALLOWED: dict[str, set[str]] = {
@@ -43,14 +44,14 @@ ALLOWED: dict[str, set[str]] = {
     "strategies": {"pipeline", "llm", "rules", "tools", "plan", *SHARED},
     # The rule-based planner of the configured agents: no I/O, so nothing of the service's
     # machinery either.
-    "rules": {"plan", "config", "errors", "defaults", "limits"},
+    "rules": {"plan", "config", "errors", "defaults", "limits", "text"},
     # A caller's tool set: its rule-based plan and everything it is read by; no I/O.
     "tools": {"plan", *SHARED},
     "pipeline": {"plan", *SHARED},
     # The models: messages in, completions and their cost out; nothing of plans.
     "llm": {*SHARED},
     "store": {*SHARED},
-    "plan": {"config", "errors", "defaults", "limits", "tool_schema", "tool_shapes"},
+    "plan": {"config", "errors", "defaults", "limits", "tool_schema", "tool_shapes", "text"},
     # Installed without the service's dependencies: the models of plan/ and the error codes.
     "client": {"plan", "errors", "limits", "tool_schema", "tool_shapes"},
 }

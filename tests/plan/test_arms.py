@@ -12,7 +12,7 @@ from planner_arm.plan.arms import (
     typical_duration_seconds,
 )
 from planner_arm.plan.draft import repair_code
-from planner_arm.plan.lexicon import stem, words
+from planner_arm.text import stem, words
 
 DEFAULT_IDS = ("planner", "retriever", "coder", "executor", "judge", "guardian")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner_arm.plan.lexicon import Lexicon, stem
+from planner_arm.plan.lexicon import Lexicon
+from planner_arm.text import stem
 
 
 def test_a_sealed_lexicon_matches_as_before_and_takes_no_more_terms() -> None:

@@ -17,10 +17,10 @@ from anyio import to_thread
 from planner_arm.clock import Deadline
 from planner_arm.config import ArmSpec
 from planner_arm.errors import ToolSetsBusy
-from planner_arm.plan.lexicon import stem
 from planner_arm.plan.schemas import PlanRequest
 from planner_arm.plan.weighed import BuildLane, SharedWork, ToolMemo
 from planner_arm.strategies.toolbox import Toolboxes, build_toolbox
+from planner_arm.text import stem
 from planner_arm.tools.index import ExampleIndex
 from support.app import FakeClock, make_settings
 from support.tool_sets import WatchedLane, made_up_tools, tool_request

@@ -18,20 +18,17 @@ from typing import Protocol
 from planner_arm.config import ArmSpec
 from planner_arm.plan.draft import repair
 from planner_arm.plan.lexicon import (
-    ARTICLES,
     GENERIC_VERBS,
     LEAD_FILLERS,
     OBJECTS_BY_ARM,
     SCREENING_VERBS,
     STEM_ONLY,
-    STOPWORDS,
     VERBS_BY_ARM,
     Lexicon,
-    stem,
-    words,
 )
 from planner_arm.plan.tools import name_words
 from planner_arm.plan.weighed import BuildLane, Lazy
+from planner_arm.text import ARTICLES, STOPWORDS, stem, words
 
 # Equal scores go to the arm earlier here: does the step write code, look something up, run
 # something, check results, guard safety? The planner is the answer when nothing matched (the

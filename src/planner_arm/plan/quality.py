@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from planner_arm.plan.lexicon import STOPWORDS, stem, word_set, words
 from planner_arm.plan.schemas import PlanStep
+from planner_arm.text import STOPWORDS, stem, word_set, words
 
 # Words that say how a constraint applies, not what it is about ("do not touch the schema"
 # is about the schema); a plan need not repeat them.

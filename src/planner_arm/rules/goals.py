@@ -15,8 +15,9 @@ import re
 from functools import cache
 from typing import NamedTuple
 
-from planner_arm.plan.lexicon import GENERIC_VERBS, LEAD_FILLERS, Lexicon, stem, word_set, words
+from planner_arm.plan.lexicon import GENERIC_VERBS, LEAD_FILLERS, Lexicon
 from planner_arm.rules.templates import kinds
+from planner_arm.text import stem, word_set, words
 
 SUBJECT_WORDS, SUBJECT_CHARS = 8, 64
 MAX_PARTS = 3

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from planner_arm.plan.lexicon import specifics, stem, word_set
+from planner_arm.text import specifics, stem, word_set
 from planner_arm.tools.traits import ACTION_WORDS
 from planner_arm.tools.words import VERB_STEMS
 

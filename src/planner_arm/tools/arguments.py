@@ -21,11 +21,11 @@ from planner_arm.plan.inputs import (
     real_dependencies,
     reference,
 )
-from planner_arm.plan.lexicon import STOPWORDS, stem, word_set
 from planner_arm.plan.output_fields import OutputField, OutputFields
 from planner_arm.plan.schemas import PlanStep
 from planner_arm.plan.tool_inputs import ToolSchema, check_tool_input, needs_input
 from planner_arm.plan.unsourced import Kind, field_kind
+from planner_arm.text import STOPWORDS, stem, word_set
 from planner_arm.tools.given_values import (
     Given,
     object_words,

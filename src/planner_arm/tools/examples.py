@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from planner_arm.limits import WorkedExample
-from planner_arm.plan.lexicon import STOPWORDS, specifics, stem, words
+from planner_arm.text import STOPWORDS, specifics, stem, words
 
 # How alike a request and an example's must read for the example to be the template.
 MIN_LIKENESS = 0.7

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from planner_arm.plan.lexicon import STOPWORDS, stem, word_set
+from planner_arm.text import STOPWORDS, stem, word_set
 from planner_arm.tools.traits import ID_WORDS
 from planner_arm.tools.words import VERB_STEMS
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from planner_arm.limits import ArmSpec, WorkedExample
-from planner_arm.plan.lexicon import STOPWORDS
+from planner_arm.text import STOPWORDS
 from planner_arm.tools.examples import ExampleFinder
 from planner_arm.tools.traits import ToolTraits, entity_key, name_parts, read_traits, tokens
 from planner_arm.tools.words import ToolWords

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from planner_arm.limits import ArmSpec, WorkedExample
 from planner_arm.plan.arms import ArmResolver
-from planner_arm.plan.lexicon import stem
 from planner_arm.plan.tools import name_words, request_pieces
 from planner_arm.plan.weighed import Lazy, SharedWork, ToolMemo, content_key
+from planner_arm.text import stem
 
 if TYPE_CHECKING:
     import bm25s  # type: ignore[import-untyped]

@@ -28,8 +28,8 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
-from planner_arm.plan.lexicon import specifics, stem, word_set
 from planner_arm.plan.tools import GoalPiece, goal_pieces, name_words
+from planner_arm.text import specifics, stem, word_set
 from planner_arm.tools.actions import is_question
 from planner_arm.tools.graph import ToolGraph
 from planner_arm.tools.index import ToolIndex

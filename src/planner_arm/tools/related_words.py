@@ -6,7 +6,7 @@ description and its result's field names (`author`, `release_date`) say it one w
 another. Each row below is a group of words that name one thing or one relation, in plain
 English, general enough for any domain (no tool set's names): a word of a request adds the
 other words of its groups, counted less than the words it has itself (`tool_words.py`).
-Words are compared by their stems (`lexicon.stem`), so "directed", "directs" and "director"
+Words are compared by their stems (`text.stem`), so "directed", "directs" and "director"
 need one form each at most.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 
-from planner_arm.plan.lexicon import stem
+from planner_arm.text import stem
 
 # One group a line: words that name one thing, or a question word and what it asks for.
 GROUPS = (

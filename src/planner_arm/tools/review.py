@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 from planner_arm.plan.draft import DraftStep, repair, repair_code
 from planner_arm.plan.estimation import MOSTLY_UNLIKE_SHARE
-from planner_arm.plan.lexicon import STOPWORDS, specifics, stem, words
 from planner_arm.plan.schemas import PlanStep
+from planner_arm.text import STOPWORDS, specifics, stem, words
 from planner_arm.tools.actions import clip
 from planner_arm.tools.graph import ToolGraph
 from planner_arm.tools.pieces import MIN_STRENGTH, PlannedCall

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner_arm.limits import ArmSpec
-from planner_arm.plan.lexicon import STOPWORDS, stem, word_set
+from planner_arm.text import STOPWORDS, stem, word_set
 from planner_arm.tool_schema import SchemaProblem, reference_targets
 
 ID_WORDS = word_set("id ids identifier identifiers")

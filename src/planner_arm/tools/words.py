@@ -20,8 +20,8 @@ import re
 from collections.abc import Sequence
 
 from planner_arm.limits import ArmSpec
-from planner_arm.plan.lexicon import STOPWORDS, stem, word_set, words
 from planner_arm.plan.tools import DETERMINER_WORDS, NOT_VERB_WORDS, REQUEST_VERBS
+from planner_arm.text import STOPWORDS, stem, word_set, words
 from planner_arm.tools.related_words import related_stems
 from planner_arm.tools.traits import ACTION_WORDS, name_parts, output_words
 
