@@ -154,14 +154,18 @@ class ToolShapes:
 
     def detect(self, item: object) -> ToolShape | None:
         """The shape an item is sent in (a raw mapping, or a model of one), or None."""
+        # Raw mappings first: every item of every request's tools is told by this, twice.
+        if isinstance(item, Mapping):
+            for shape in self.shapes:
+                if shape.detect(item):
+                    return shape
+            return None
         if isinstance(item, BaseModel):
             found = self._by_model.get(type(item))
             if found is None and "id" in type(item).model_fields:
                 return self.shapes[0]  # a model of arm fields (an ArmSpec) is ours
             return found
-        if not isinstance(item, Mapping):
-            return None
-        return next((shape for shape in self.shapes if shape.detect(item)), None)
+        return None
 
     def of(self, tool: BaseModel) -> ToolShape:
         """The shape of a validated tool."""
@@ -251,7 +255,9 @@ SHAPES = ToolShapes(
             "arm",
             Tool,
             lambda item: "id" in item,
-            lambda tool: tool.model_dump(),
+            # Its fields as they are (a model's field values are its __dict__): no copy of a
+            # schema the arm reads again anyway.
+            lambda tool: dict(tool.__dict__),
             "our shape {id, description}",
         ),
         ToolShape(
