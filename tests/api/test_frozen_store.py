@@ -81,14 +81,25 @@ async def test_a_frozen_store_costs_no_answer_its_deadline(frozen_later: RedisSe
     assert health_took < SLACK
 
 
+async def _health_of_a_store_that_answers(client: httpx.AsyncClient) -> dict[str, Any]:
+    # /health gives a store 0.25 s to answer; a pause of the test process itself (a
+    # collection of its large heap, a busy machine) can take longer once, and then the
+    # next probe finds the store back. A store that never answers stays degraded.
+    for _ in range(3):
+        health: dict[str, Any] = (await client.get("/health")).json()
+        if health["store"] != "degraded":
+            break
+    return health
+
+
 async def test_health_shows_the_eviction_policy_redis_reports(tmp_path: Path) -> None:
     server = RedisServer(tmp_path, "--maxmemory-policy", "volatile-lru").start()
     refusing = RedisServer(tmp_path, "--rename-command", "CONFIG", "").start()
     try:
         async with running_app(make_settings(llm=False, store={"url": server.url})) as client:
-            told = (await client.get("/health")).json()
+            told = await _health_of_a_store_that_answers(client)
         async with running_app(make_settings(llm=False, store={"url": refusing.url})) as client:
-            refused = (await client.get("/health")).json()
+            refused = await _health_of_a_store_that_answers(client)
         async with running_app(make_settings(llm=False)) as client:
             in_memory = (await client.get("/health")).json()
     finally:

@@ -1,5 +1,6 @@
 """A tool step's input (stage 2): the arguments of the call, valid against the tool's own JSON
-Schema (`input_schema`, MCP's `inputSchema`), checked with `jsonschema`; or, when they cannot
+Schema (`input_schema`, MCP's `inputSchema`), checked with `jsonschema` (imported on the first
+check: only requests with tools need it, and it is about 4 MiB of start-up); or, when they cannot
 be written, what is missing.
 
 An input that cannot be a call yet keeps the contract of a built-in arm's: `needs`
@@ -15,10 +16,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
-
-import jsonschema  # type: ignore[import-untyped]
-import referencing
-from jsonschema.exceptions import SchemaError, ValidationError  # type: ignore[import-untyped]
 
 from planner_arm.errors import PlanValidationError
 from planner_arm.limits import ArmSpec
@@ -84,7 +81,7 @@ class ToolSchema:
 
     def __post_init__(self) -> None:
         cls = _validator_class(self.schema)
-        self._validator = cls(self.schema, registry=_NOTHING_RETRIEVED)
+        self._validator = cls(self.schema, registry=_nothing_retrieved())
 
     @property
     def top(self) -> Mapping[str, Any]:
@@ -151,6 +148,8 @@ def tool_schema(schema: Any, budget: CheckBudget | None = None) -> ToolSchema | 
         return None
     if schema.get("type", "object") != "object":
         return None
+    from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+
     try:
         targets = reference_targets(schema)
         # No format is checked: a `regex` format would compile the caller's patterns.
@@ -198,14 +197,20 @@ def _depth_over(value: Any, limit: int) -> bool:
     return False
 
 
-# A registry that retrieves nothing (an unknown URI is NoSuchResource): references are the
-# checker's own (`_reference`), and this stands behind them, so that no path of the library
-# can fetch what a schema names.
-_NOTHING_RETRIEVED: referencing.Registry[Any] = referencing.Registry()
+@cache
+def _nothing_retrieved() -> Any:
+    """A registry that retrieves nothing (an unknown URI is NoSuchResource): references are
+    the checker's own (`_reference`), and this stands behind them, so that no path of the
+    library can fetch what a schema names."""
+    import referencing
+
+    return referencing.Registry()
 
 
 def _validator_class(schema: Mapping[str, Any]) -> Any:
     # The draft the schema names (`$schema`), else 2020-12, which MCP's tools default to.
+    import jsonschema  # type: ignore[import-untyped]
+
     return _guarded(
         jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     )
@@ -246,6 +251,8 @@ def _additional_properties(validator: Any, extra: Any, instance: Any, schema: An
             yield from validator.descend(instance[key], extra, path=key)
     elif extra is False and extras:
         listed = ", ".join(repr(key)[:40] for key in sorted(extras)[:10])
+        from jsonschema.exceptions import ValidationError
+
         yield ValidationError(f"Additional properties are not allowed ({listed} unexpected)")
 
 
@@ -258,6 +265,8 @@ def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> It
     for item in instance:
         key = _comparable(item)
         if key in seen:
+            from jsonschema.exceptions import ValidationError
+
             yield ValidationError(f"item {_cut(repr(item))} appears more than once")
             return
         seen.add(key)
@@ -303,6 +312,8 @@ _REPLACED: dict[str, Keyword] = {
 def _guarded(cls: Any) -> Any:
     """`cls` as it checks a caller's schema: the keywords above replaced, every keyword
     applied spending the request's budget."""
+    import jsonschema
+
     keywords = {name: _spent(_REPLACED.get(name, check)) for name, check in cls.VALIDATORS.items()}
     return jsonschema.validators.extend(cls, keywords)
 
