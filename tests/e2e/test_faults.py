@@ -56,25 +56,31 @@ asyncio.run(main())
 """
 
 
-def test_the_first_plan_after_start_up_imports_nothing(stub: StubLLM) -> None:
-    # The first request after the warm-up must not pay for imports or set-up that the warm-up
-    # could have done (the SDK's resources, the HTTP pool's backend: about 0.4 s, on the event
-    # loop). What it costs in time is benchmarks/startup.py's to measure; here, that the
-    # warm-up did the work.
+def _started_app_runs(script: str, stub: StubLLM) -> subprocess.CompletedProcess[str]:
+    """`script` run by a Python of its own, the model configured at `stub`, the goal its
+    argument."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "OPENAI_BASE_URL": stub.base_url,
         "OPENAI_API_KEY": "sk-test",
         "LOG_LEVEL": "warning",
     }
-    ran = subprocess.run(
-        [sys.executable, "-c", _FIRST_REQUEST, GOAL],
+    return subprocess.run(
+        [sys.executable, "-c", script, GOAL],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
         env=env,
     )
+
+
+def test_the_first_plan_after_start_up_imports_nothing(stub: StubLLM) -> None:
+    # The first request after the warm-up must not pay for imports or set-up that the warm-up
+    # could have done (the SDK's resources, the HTTP pool's backend: about 0.4 s, on the event
+    # loop). What it costs in time is benchmarks/startup.py's to measure; here, that the
+    # warm-up did the work.
+    ran = _started_app_runs(_FIRST_REQUEST, stub)
     assert ran.returncode == 0, ran.stderr
     assert stub.calls == 1
     assert ran.stdout.split() == []
@@ -144,20 +150,7 @@ asyncio.run(main())
 def test_the_service_is_ready_before_the_sdk_loads_and_a_plan_waits_for_it(
     stub: StubLLM,
 ) -> None:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "OPENAI_BASE_URL": stub.base_url,
-        "OPENAI_API_KEY": "sk-test",
-        "LOG_LEVEL": "warning",
-    }
-    ran = subprocess.run(
-        [sys.executable, "-c", _BEFORE_THE_SDK, GOAL],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
+    ran = _started_app_runs(_BEFORE_THE_SDK, stub)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines() == [
         "ready 200 False",
