@@ -240,14 +240,12 @@ def build_toolbox(
         rules = rules.with_writes(writing(arms))
     tools = profile_of(planning, ids) == "tools"
     lane = shared.lane if shared is not None else None
-    if tools:
-        resolver = tool_resolver(arms, aliases, notes=examples.notes(ids), shared=shared)
-    else:
-        resolver = ArmResolver(arms, aliases, lane=lane)
     not_its_own: tuple[object, ...] = (planning, examples, examples.examples)
     if shared is not None:
         not_its_own += (shared, shared.memo, shared.lane)
+    rule_based: BudgetedPlanner
     if tools:
+        resolver = tool_resolver(arms, aliases, notes=examples.notes(ids), shared=shared)
         planning = planning.model_copy(
             update={
                 "min_steps": rules.min_steps,
@@ -256,14 +254,12 @@ def build_toolbox(
             }
         )
         prompt = functools.partial(tools_opening, arms, rules.min_steps, rules.max_steps)
-    else:
-        prompt = functools.partial(plan_opening, arms, planning)
-    rule_based: BudgetedPlanner
-    if tools:
         rule_based = ToolSetPlanner(
             planning, rules, confidence, resolver, examples=examples.examples, lane=lane
         )
     else:
+        resolver = ArmResolver(arms, aliases, lane=lane)
+        prompt = functools.partial(plan_opening, arms, planning)
         rule_based = RuleBasedPlanner(planning, rules, confidence, resolver)
     box = Toolbox(
         arms=tuple(arms),
