@@ -215,3 +215,21 @@ def test_names_and_descriptions_in_any_script_are_read_as_words() -> None:
     assert tokens("chercher_données par film_id") == ["chercher", "données", "par", "film", "id"]
     traits = read_traits(ArmSpec(id="détails_film", description="Détails d'un film, film_id"))
     assert traits.about == (key("détails"), key("film"))
+
+
+TIED = (
+    "car_rental_query",
+    "hotel_query",
+    "flight_query",
+    "train_query",
+    "cruise_query",
+    "tour_query",
+)
+
+
+@pytest.mark.parametrize("order", [TIED, TIED[::-1]], ids=["given", "reversed"])
+def test_tools_a_piece_names_equally_come_in_the_set_s_order(order: tuple[str, ...]) -> None:
+    # A tie is settled by the tools' places in the set, not by a set's order (which changes
+    # with the process's hash seed): the same request gets the same plan in every process.
+    specs = [ArmSpec(id=tool, description="Query the bookings") for tool in order]
+    assert ToolWords(specs).strongest("query the bookings", 6) == list(order)

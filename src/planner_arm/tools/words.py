@@ -100,6 +100,9 @@ class ToolWords:
 
     def __init__(self, specs: Sequence[ArmSpec]) -> None:
         self._words = {spec.id: _word_stems(spec) for spec in specs}
+        # Each tool's place in its set: of tools a piece names equally, the earlier comes first,
+        # the same in every process (a set's order changes with the hash seed).
+        self._place = {spec.id: place for place, spec in enumerate(specs)}
         self._verbs = {
             spec.id: stem(verb) for spec in specs if (verb := name_parts(spec.id)[0]) is not None
         }
@@ -161,7 +164,9 @@ class ToolWords:
         weighed, related = _weighed_stems(piece)
         said = [*weighed, *(word for others in related.values() for word in others)]
         tools = {tool for word in said for tool in self._having.get(word, ())}
-        return sorted(tools, key=lambda tool: -self.strength(piece, tool))[:count]
+        return sorted(tools, key=lambda tool: (-self.strength(piece, tool), self._place[tool]))[
+            :count
+        ]
 
 
 def same_action(first: str | None, second: str | None) -> bool:
