@@ -160,6 +160,28 @@ def test_the_service_is_ready_before_the_sdk_loads_and_a_plan_waits_for_it(
     assert stub.calls == 1
 
 
+# The warm-up after ready: what a first request would otherwise import on the event loop.
+_WARMED = """
+import asyncio, sys
+from planner_arm.api.app import create_app
+from planner_arm.config import load_settings
+
+async def main():
+    app = create_app(load_settings())
+    async with app.router.lifespan_context(app) as state:
+        await state["runtime"].warmed()
+        print(*(name in sys.modules for name in ("openai", "jsonschema", "referencing")))
+
+asyncio.run(main())
+"""
+
+
+def test_the_warm_up_imports_the_sdk_and_the_tool_schema_checker(stub: StubLLM) -> None:
+    ran = _started_app_runs(_WARMED, stub)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["True", "True", "True"]
+
+
 def test_rate_limit_waits_as_retry_after_ms_says(stub: StubLLM, serve: Serve) -> None:
     url = serve()
     stub.script(Status(429, "Rate limit reached", headers={"retry-after-ms": "200"}))

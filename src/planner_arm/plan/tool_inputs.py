@@ -1,7 +1,7 @@
 """A tool step's input (stage 2): the arguments of the call, valid against the tool's own JSON
-Schema (`input_schema`, MCP's `inputSchema`), checked with `jsonschema` (imported on the first
-check: only requests with tools need it, and it is about 4 MiB of start-up); or, when they cannot
-be written, what is missing.
+Schema (`input_schema`, MCP's `inputSchema`), checked with `jsonschema` (imported on first use,
+or by `load_checker` once the service is ready: only requests with tools need it, and it is
+about 4 MiB of start-up); or, when they cannot be written, what is missing.
 
 An input that cannot be a call yet keeps the contract of a built-in arm's: `needs`
 (`human_or_model`: a person or a model must finish it; never call the tool with it as it is),
@@ -195,6 +195,14 @@ def _depth_over(value: Any, limit: int) -> bool:
         elif isinstance(item, list):
             pending.extend((inner, depth + 1) for inner in item)
     return False
+
+
+def load_checker() -> None:
+    """Imports what checking a tool's schema needs (`jsonschema`, `referencing`) and builds
+    the checker of the default draft: run off the event loop once the service is ready, so
+    the first request with tools does not do it on the loop."""
+    _nothing_retrieved()
+    _validator_class({})
 
 
 @cache

@@ -28,6 +28,7 @@ from planner_arm.llm.client import LLMClient, build_http_client
 from planner_arm.llm.guarded import GuardedLLM
 from planner_arm.llm.retry import RetryPolicy
 from planner_arm.metrics import PlannerMetrics
+from planner_arm.plan.tool_inputs import load_checker
 from planner_arm.plan.weighed import BuildLane
 from planner_arm.service.cache import CachingPlanner, settings_fingerprint
 from planner_arm.service.idempotency import Idempotency
@@ -70,20 +71,26 @@ class Runtime:
     warming: asyncio.Task[None] | None = field(default=None, init=False)
 
     def start_warm_up(self) -> None:
-        """With a model configured: the SDK's import (in a thread of its own) and one
-        rehearsal of the model client's whole path (no network), in the background. Readiness
-        does not wait for it (the rule-based answer needs none of it); a model call made
-        before it is done waits for the import, and nothing else."""
-        if self.llm is not None and self.warming is None:
+        """In the background, once: with a model configured, the SDK's import (in a thread of
+        its own) and one rehearsal of the model client's whole path (no network); then the
+        tool-schema checker's imports, in a worker thread. Readiness waits for none of it (the
+        rule-based answer needs none of it); a model call made before the SDK is in waits
+        for its import, and nothing else."""
+        if self.warming is not None:
+            return
+        if self.llm is not None:
             self.llm.sdk.start()
-            self.warming = asyncio.get_running_loop().create_task(self._warm_up(self.llm))
+        self.warming = asyncio.get_running_loop().create_task(self._warm_up())
 
-    async def _warm_up(self, llm: LLMClient) -> None:
-        try:
-            await llm.warm_up()
-        except Exception as error:  # a failed rehearsal costs nothing else
-            log = structlog.get_logger("planner_arm.service")
-            log.warning("model_client_warm_up_failed", error=str(error)[:200])
+    async def _warm_up(self) -> None:
+        log = structlog.get_logger("planner_arm.service")
+        if self.llm is not None:
+            try:
+                await self.llm.warm_up()
+            except Exception as error:  # a failed rehearsal costs nothing else
+                log.warning("model_client_warm_up_failed", error=str(error)[:200])
+        # The first request with tools would otherwise import jsonschema on the event loop.
+        await asyncio.to_thread(load_checker)
 
     async def warmed(self) -> None:
         """Returns once the warm-up is over (at once when there is none)."""
